@@ -1,0 +1,54 @@
+# webhook_ingest: PGXS build, test and demo entry points.
+#
+#   make              build the extension
+#   make install      install it into the PostgreSQL that PG_CONFIG names
+#   make test         (as root on Debian 12) install what is missing, build,
+#                     install and run every suite against throwaway clusters
+#   make bench-enqueue   enqueue() against a bare INSERT ... ON CONFLICT
+
+EXTENSION = webhook_ingest
+MODULE_big = webhook_ingest
+OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
+DATA = $(sort $(wildcard sql/webhook_ingest--*.sql))
+
+PG_CONFIG ?= pg_config
+
+CURL_CONFIG ?= curl-config
+SHLIB_LINK += $(shell $(CURL_CONFIG) --libs 2>/dev/null || echo -lcurl)
+PG_CPPFLAGS += -Isrc $(shell $(CURL_CONFIG) --cflags 2>/dev/null)
+PG_CFLAGS += -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers -Wno-sign-compare
+
+# Suites.  Each runs against a throwaway instance (test/webhook_ingest.conf
+# preloads the library); test/run starts them as an unprivileged user.
+TEST_TEMP_INSTANCE ?= $(CURDIR)/tmp_check
+REGRESS = $(patsubst test/sql/%.sql,%,$(sort $(wildcard test/sql/*.sql)))
+REGRESS_OPTS = --inputdir=test --outputdir=$(CURDIR)/test \
+	--temp-instance=$(TEST_TEMP_INSTANCE) --temp-config=$(CURDIR)/test/webhook_ingest.conf \
+	--load-extension=$(EXTENSION)
+ISOLATION = $(patsubst test/specs/%.spec,%,$(sort $(wildcard test/specs/*.spec)))
+ISOLATION_OPTS = --inputdir=test --outputdir=$(CURDIR)/test/output_iso \
+	--temp-instance=$(TEST_TEMP_INSTANCE)_iso --temp-config=$(CURDIR)/test/webhook_ingest.conf \
+	--load-extension=$(EXTENSION)
+TAP_TESTS = 1
+PROVE_TESTS = $(sort $(wildcard test/t/*.pl))
+
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+# After the include: Makefile.global resets it.
+PROVE_FLAGS = -v
+
+# One suite at a time, so test/run can count and report each.
+.PHONY: regress-suite isolation-suite tap-suite test demo bench-enqueue
+regress-suite:
+	$(pg_regress_installcheck) $(REGRESS_OPTS) $(REGRESS)
+isolation-suite:
+	$(pg_isolation_regress_installcheck) $(ISOLATION_OPTS) $(ISOLATION)
+tap-suite:
+	$(prove_installcheck)
+
+test:
+	bash test/run
+
+bench-enqueue:
+	bash bench/enqueue

@@ -1,0 +1,243 @@
+/*
+ * enqueue.c
+ *		webhook_ingest.enqueue(): accept one webhook inside the caller's
+ *		transaction.  Two statements with plans prepared once per backend:
+ *
+ *		1. with an event id, remember it (INSERT ... ON CONFLICT DO NOTHING on
+ *		   events): no row means this source already accepted it - duplicate;
+ *		2. upsert the object's one active job (the partial unique index on
+ *		   pending and running jobs is the arbiter): a new row is queued, a
+ *		   pending one absorbs the webhook (coalesced), a running one is
+ *		   flagged to be fetched once more after it finishes (requeued).
+ *
+ *		Both rely on ON CONFLICT, so concurrent callers never see a unique
+ *		violation: the second waits for the first's transaction and then
+ *		takes the other branch.  Nothing here locks more than the rows it
+ *		writes, and a rollback of the caller undoes all of it.
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "storage/lmgr.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+
+#include "webhook_ingest.h"
+
+PG_FUNCTION_INFO_V1(webhook_ingest_enqueue);
+
+typedef enum EnqueueOutcome
+{
+	OUTCOME_QUEUED = 0,
+	OUTCOME_COALESCED = 1,
+	OUTCOME_REQUEUED = 2,
+	OUTCOME_DUPLICATE = 3
+} EnqueueOutcome;
+
+static const char *const outcome_names[] = {"queued", "coalesced", "requeued", "duplicate"};
+
+/*
+ * Every name is schema-qualified and every operator spelled out, so the
+ * plans mean the same whatever search_path the (SECURITY DEFINER) caller has.
+ */
+static const char *const remember_event_sql =
+"INSERT INTO webhook_ingest.events (source, event_id) "
+"SELECT s.name, $2 FROM webhook_ingest.sources s WHERE s.name OPERATOR(pg_catalog.=) $1 "
+"ON CONFLICT DO NOTHING";
+
+static const char *const upsert_job_sql =
+"INSERT INTO webhook_ingest.jobs AS j (source, external_id, payload) "
+"SELECT s.name, $2, $3 FROM webhook_ingest.sources s WHERE s.name OPERATOR(pg_catalog.=) $1 "
+"ON CONFLICT (source, external_id) "
+"WHERE state OPERATOR(pg_catalog.=) ANY ('{pending,running}'::webhook_ingest.job_state[]) "
+"DO UPDATE SET payload = COALESCE(EXCLUDED.payload, j.payload), "
+"              refetch = j.refetch OR j.state OPERATOR(pg_catalog.=) 'running', "
+"              events = j.events OPERATOR(pg_catalog.+) 1, "
+"              updated_at = pg_catalog.now() "
+"RETURNING j.id, "
+"          CASE WHEN j.xmax OPERATOR(pg_catalog.=) 0 THEN 0 "
+"               WHEN j.state OPERATOR(pg_catalog.=) 'pending' THEN 1 ELSE 2 END";
+
+static const char *const active_job_sql =
+"SELECT j.id FROM webhook_ingest.jobs j "
+"WHERE j.source OPERATOR(pg_catalog.=) $1 AND j.external_id OPERATOR(pg_catalog.=) $2 "
+"AND j.state OPERATOR(pg_catalog.=) ANY ('{pending,running}'::webhook_ingest.job_state[])";
+
+static const char *const source_exists_sql =
+"SELECT FROM webhook_ingest.sources s WHERE s.name OPERATOR(pg_catalog.=) $1";
+
+static SPIPlanPtr remember_event_plan;
+static SPIPlanPtr upsert_job_plan;
+static SPIPlanPtr active_job_plan;
+static SPIPlanPtr source_exists_plan;
+static TupleDesc result_desc;
+
+static SPIPlanPtr
+prepare_once(SPIPlanPtr *plan, const char *sql, int nargs)
+{
+	static Oid	argtypes[3] = {TEXTOID, TEXTOID, JSONBOID};
+
+	if (*plan == NULL)
+	{
+		SPIPlanPtr	p = SPI_prepare_cursor(sql, nargs, argtypes, CURSOR_OPT_GENERIC_PLAN);
+
+		if (p == NULL)
+			elog(ERROR, "SPI_prepare failed for \"%s\": %s", sql, SPI_result_code_string(SPI_result));
+		SPI_keepplan(p);
+		*plan = p;
+	}
+	return *plan;
+}
+
+static void
+report_unknown_source(text *source)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_OBJECT),
+			 errmsg("source \"%s\" does not exist", text_to_cstring(source)),
+			 errhint("Register it with webhook_ingest.add_source().")));
+}
+
+static bool
+source_exists(Datum *args)
+{
+	SPIPlanPtr	plan = prepare_once(&source_exists_plan, source_exists_sql, 1);
+
+	if (SPI_execute_plan(plan, args, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not look up source");
+	return SPI_processed > 0;
+}
+
+/*
+ * Take ROW EXCLUSIVE on jobs before any statement takes its snapshot:
+ * drop_source() holds SHARE on jobs while it deletes, so once we have the
+ * lock a dropped source is gone from our snapshot too.
+ */
+static void
+lock_jobs_table(void)
+{
+	Oid			nsp = get_namespace_oid(WI_SCHEMA_NAME, false);
+	Oid			jobs = get_relname_relid("jobs", nsp);
+
+	if (!OidIsValid(jobs))
+		elog(ERROR, "table webhook_ingest.jobs is missing");
+	LockRelationOid(jobs, RowExclusiveLock);
+}
+
+static Datum
+make_result(int64 job_id, bool job_id_null, EnqueueOutcome outcome)
+{
+	Datum		values[2];
+	bool		nulls[2] = {job_id_null, false};
+
+	values[0] = Int64GetDatum(job_id);
+	values[1] = CStringGetTextDatum(outcome_names[outcome]);
+	return HeapTupleGetDatum(heap_form_tuple(result_desc, values, nulls));
+}
+
+Datum
+webhook_ingest_enqueue(PG_FUNCTION_ARGS)
+{
+	text	   *source;
+	text	   *external_id;
+	text	   *event_id = NULL;
+	Datum		args[3];
+	char		nulls[3] = {' ', ' ', ' '};
+	int64		job_id = 0;
+	bool		job_id_null = false;
+	EnqueueOutcome outcome;
+
+	/* Check everything before touching anything. */
+	wi_check_not_null(PG_ARGISNULL(0), "source");
+	wi_check_not_null(PG_ARGISNULL(1), "external_id");
+	source = PG_GETARG_TEXT_PP(0);
+	external_id = PG_GETARG_TEXT_PP(1);
+	if (VARSIZE_ANY_EXHDR(source) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("source must not be empty")));
+	wi_check_id("external_id", VARDATA_ANY(external_id), VARSIZE_ANY_EXHDR(external_id));
+	if (!PG_ARGISNULL(3))
+	{
+		event_id = PG_GETARG_TEXT_PP(3);
+		wi_check_id("event_id", VARDATA_ANY(event_id), VARSIZE_ANY_EXHDR(event_id));
+	}
+
+	if (result_desc == NULL)
+	{
+		TupleDesc	desc;
+		MemoryContext old;
+
+		if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+			elog(ERROR, "return type of enqueue must be a row type");
+		old = MemoryContextSwitchTo(TopMemoryContext);
+		desc = CreateTupleDescCopy(desc);
+		MemoryContextSwitchTo(old);
+		result_desc = BlessTupleDesc(desc);
+	}
+
+	lock_jobs_table();
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+
+	args[0] = PointerGetDatum(source);
+	if (event_id != NULL)
+	{
+		SPIPlanPtr	plan = prepare_once(&remember_event_plan, remember_event_sql, 2);
+
+		args[1] = PointerGetDatum(event_id);
+		if (SPI_execute_plan(plan, args, NULL, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "could not remember event id");
+		if (SPI_processed == 0)
+		{
+			/* Unknown source, or an event id this source already gave. */
+			if (!source_exists(args))
+				report_unknown_source(source);
+
+			plan = prepare_once(&active_job_plan, active_job_sql, 2);
+			args[1] = PointerGetDatum(external_id);
+			if (SPI_execute_plan(plan, args, NULL, true, 1) != SPI_OK_SELECT)
+				elog(ERROR, "could not look up the active job");
+			if (SPI_processed > 0)
+				job_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+													 &job_id_null));
+			else
+				job_id_null = true;
+			SPI_finish();
+			return make_result(job_id, job_id_null, OUTCOME_DUPLICATE);
+		}
+	}
+
+	{
+		SPIPlanPtr	plan = prepare_once(&upsert_job_plan, upsert_job_sql, 3);
+		bool		isnull;
+
+		args[1] = PointerGetDatum(external_id);
+		if (PG_ARGISNULL(2))
+		{
+			args[2] = (Datum) 0;
+			nulls[2] = 'n';
+		}
+		else
+			args[2] = PointerGetDatum(PG_GETARG_JSONB_P(2));
+
+		if (SPI_execute_plan(plan, args, nulls, false, 0) != SPI_OK_INSERT_RETURNING)
+			elog(ERROR, "could not upsert job");
+		if (SPI_processed == 0)
+			report_unknown_source(source);
+		job_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		outcome = (EnqueueOutcome) DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
+															   SPI_tuptable->tupdesc, 2, &isnull));
+	}
+
+	SPI_finish();
+	return make_result(job_id, false, outcome);
+}

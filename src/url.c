@@ -1,0 +1,106 @@
+/*
+ * url.c
+ *		Builds the URL fetched for an object: the source's url_template with
+ *		every {external_id} replaced by the id percent-encoded as one path
+ *		segment.  RFC 3986 unreserved characters stay; every other byte of
+ *		the id becomes %XX, so '/', '?', '#' and '%' cannot leave the segment,
+ *		and an id of "." or ".." is encoded whole so it is never a dot-segment.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
+
+#include "webhook_ingest.h"
+
+PG_FUNCTION_INFO_V1(webhook_ingest_url_for);
+
+#define WI_PLACEHOLDER		"{external_id}"
+
+static bool
+is_unreserved(unsigned char c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+		(c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' || c == '~';
+}
+
+static void
+append_segment(StringInfo buf, const char *id, int idlen)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	bool		dots_only = (idlen == 1 && id[0] == '.') ||
+		(idlen == 2 && id[0] == '.' && id[1] == '.');
+
+	for (int i = 0; i < idlen; i++)
+	{
+		unsigned char c = (unsigned char) id[i];
+
+		if (is_unreserved(c) && !dots_only)
+			appendStringInfoChar(buf, (char) c);
+		else
+		{
+			appendStringInfoChar(buf, '%');
+			appendStringInfoChar(buf, hex[c >> 4]);
+			appendStringInfoChar(buf, hex[c & 0x0f]);
+		}
+	}
+}
+
+/*
+ * Returns a palloc'd URL in the current memory context.
+ */
+char *
+wi_render_url(const char *url_template, const char *id, int idlen)
+{
+	StringInfoData buf;
+	const char *p = url_template;
+	const char *hit;
+
+	initStringInfo(&buf);
+	while ((hit = strstr(p, WI_PLACEHOLDER)) != NULL)
+	{
+		appendBinaryStringInfo(&buf, p, hit - p);
+		append_segment(&buf, id, idlen);
+		p = hit + strlen(WI_PLACEHOLDER);
+	}
+	appendStringInfoString(&buf, p);
+	return buf.data;
+}
+
+/*
+ * url_for(source, external_id): the URL the worker fetches for this object.
+ */
+Datum
+webhook_ingest_url_for(PG_FUNCTION_ARGS)
+{
+	text	   *source = PG_GETARG_TEXT_PP(0);
+	text	   *id = PG_GETARG_TEXT_PP(1);
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		values[1];
+	char	   *url_template = NULL;
+	char	   *url;
+	MemoryContext caller = CurrentMemoryContext;
+
+	wi_check_id("external_id", VARDATA_ANY(id), VARSIZE_ANY_EXHDR(id));
+
+	values[0] = PointerGetDatum(source);
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT url_template FROM webhook_ingest.sources WHERE name OPERATOR(pg_catalog.=) $1",
+							  1, argtypes, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read webhook_ingest.sources");
+	if (SPI_processed == 1)
+		url_template = MemoryContextStrdup(caller, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
+	SPI_finish();
+
+	if (url_template == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("source \"%s\" does not exist", text_to_cstring(source))));
+
+	url = wi_render_url(url_template, VARDATA_ANY(id), VARSIZE_ANY_EXHDR(id));
+	pfree(url_template);
+	PG_RETURN_TEXT_P(cstring_to_text(url));
+}

@@ -1,0 +1,80 @@
+# test/lib.sh: shell helpers shared by test/run, bench/* and the demo.
+#
+#   wi_setup      install missing Debian packages (as root), build and
+#                 install the extension
+#   wi_workdir    a fresh directory owned by the unprivileged user
+#   wi_as_user    run a command as that user (PostgreSQL refuses root)
+#   wi_cluster_start DIR PORT / wi_cluster_stop DIR
+#                 a throwaway cluster with the extension preloaded
+
+WI_TOP=${WI_TOP:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
+WI_PG_MAJOR=${WI_PG_MAJOR:-15}
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/$WI_PG_MAJOR/bin/pg_config}
+WI_USER=${WI_USER:-postgres}
+export PG_CONFIG
+
+WI_PACKAGES="make gcc postgresql-$WI_PG_MAJOR postgresql-server-dev-$WI_PG_MAJOR libcurl4-openssl-dev libipc-run-perl python3"
+
+wi_log() { printf '== %s\n' "$*" >&2; }
+
+wi_install_packages() {
+	local missing=() p
+	for p in $WI_PACKAGES; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	if [ "$(id -u)" -ne 0 ]; then
+		wi_log "missing packages: ${missing[*]} (run as root to install them)"
+		return 1
+	fi
+	wi_log "installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq >/dev/null
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	# The Debian package creates and starts a default cluster; we use our own.
+	if command -v pg_ctlcluster >/dev/null && [ -d "/etc/postgresql/$WI_PG_MAJOR/main" ]; then
+		pg_ctlcluster "$WI_PG_MAJOR" main stop 2>/dev/null || true
+	fi
+}
+
+wi_setup() {
+	wi_install_packages
+	wi_log "building and installing webhook_ingest"
+	make -C "$WI_TOP" -s PG_CONFIG="$PG_CONFIG" >/dev/null
+	make -C "$WI_TOP" -s PG_CONFIG="$PG_CONFIG" install >/dev/null
+}
+
+wi_as_user() {
+	if [ "$(id -u)" -eq 0 ]; then
+		runuser -u "$WI_USER" -- env HOME="${WI_HOME:-/tmp}" PATH="$("$PG_CONFIG" --bindir):$PATH" "$@"
+	else
+		env PATH="$("$PG_CONFIG" --bindir):$PATH" "$@"
+	fi
+}
+
+wi_workdir() {
+	local d
+	d=$(mktemp -d "${TMPDIR:-/tmp}/webhook_ingest.XXXXXX")
+	chmod 755 "$d"
+	[ "$(id -u)" -eq 0 ] && chown "$WI_USER" "$d"
+	printf '%s\n' "$d"
+}
+
+# wi_cluster_start DIR PORT [extra postgresql.conf lines...]
+wi_cluster_start() {
+	local dir=$1 port=$2
+	shift 2
+	wi_as_user initdb -D "$dir/data" -A trust -U postgres --no-locale -E UTF8 >/dev/null
+	{
+		echo "port = $port"
+		echo "listen_addresses = ''"
+		echo "unix_socket_directories = '$dir'"
+		echo "shared_preload_libraries = 'webhook_ingest'"
+		for line in "$@"; do echo "$line"; done
+	} >>"$dir/data/postgresql.conf"
+	wi_as_user pg_ctl -D "$dir/data" -l "$dir/server.log" -w start >/dev/null
+}
+
+wi_cluster_stop() {
+	[ -f "$1/data/postmaster.pid" ] && wi_as_user pg_ctl -D "$1/data" -m fast -w stop >/dev/null 2>&1 || true
+}
