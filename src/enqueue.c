@@ -1,7 +1,8 @@
 /*
  * enqueue.c
  *		webhook_ingest.enqueue(): accept one webhook inside the caller's
- *		transaction.  Two statements with plans prepared once per backend:
+ *		transaction, in two steps (written directly by queue_write.c, or as
+ *		SQL statements prepared once per backend):
  *
  *		1. with an event id, remember it (INSERT ... ON CONFLICT DO NOTHING on
  *		   events): no row means this source already accepted it - duplicate;
@@ -30,6 +31,7 @@
 #include "utils/memutils.h"
 
 #include "webhook_ingest.h"
+#include "queue_write.h"
 
 PG_FUNCTION_INFO_V1(webhook_ingest_enqueue);
 
@@ -142,17 +144,119 @@ make_result(int64 job_id, bool job_id_null, EnqueueOutcome outcome)
 	return HeapTupleGetDatum(heap_form_tuple(result_desc, values, nulls));
 }
 
+/*
+ * The SQL path: the same two steps as prepared statements.  Serves callers in
+ * REPEATABLE READ or SERIALIZABLE (where ON CONFLICT's visibility checks
+ * apply) and servers older than PostgreSQL 14.
+ */
+static EnqueueOutcome
+enqueue_sql(text *source, text *external_id, Datum payload, bool payload_null, text *event_id,
+			int64 *job_id, bool *job_id_null)
+{
+	Datum		args[3];
+	char		nulls[3] = {' ', ' ', payload_null ? 'n' : ' '};
+	EnqueueOutcome outcome;
+	SPIPlanPtr	plan;
+	bool		isnull;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+
+	args[0] = PointerGetDatum(source);
+	if (event_id != NULL)
+	{
+		plan = prepare_once(&remember_event_plan, remember_event_sql, 2);
+		args[1] = PointerGetDatum(event_id);
+		if (SPI_execute_plan(plan, args, NULL, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "could not remember event id");
+		if (SPI_processed == 0)
+		{
+			/* Unknown source, or an event id this source already gave. */
+			if (!source_exists(args))
+				report_unknown_source(source);
+
+			plan = prepare_once(&active_job_plan, active_job_sql, 2);
+			args[1] = PointerGetDatum(external_id);
+			if (SPI_execute_plan(plan, args, NULL, true, 1) != SPI_OK_SELECT)
+				elog(ERROR, "could not look up the active job");
+			*job_id_null = (SPI_processed == 0);
+			if (!*job_id_null)
+				*job_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+													  &isnull));
+			SPI_finish();
+			return OUTCOME_DUPLICATE;
+		}
+	}
+
+	plan = prepare_once(&upsert_job_plan, upsert_job_sql, 3);
+	args[1] = PointerGetDatum(external_id);
+	args[2] = payload;
+	if (SPI_execute_plan(plan, args, nulls, false, 0) != SPI_OK_INSERT_RETURNING)
+		elog(ERROR, "could not upsert job");
+	if (SPI_processed == 0)
+		report_unknown_source(source);
+	*job_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	outcome = (EnqueueOutcome) DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
+														   SPI_tuptable->tupdesc, 2, &isnull));
+	SPI_finish();
+	return outcome;
+}
+
+/*
+ * The fast path (queue_write.c).  Returns false, having written nothing, if
+ * the tables are not as it expects; the caller then takes the SQL path.
+ */
+static bool
+enqueue_direct(text *source, text *external_id, Datum payload, bool payload_null, text *event_id,
+			   int64 *job_id, bool *job_id_null, EnqueueOutcome *outcome)
+{
+	bool		was_running;
+
+	if (!wi_source_exists(source))
+		report_unknown_source(source);
+
+	if (event_id != NULL)
+	{
+		switch (wi_remember_event(source, event_id))
+		{
+			case WRITE_NOT_POSSIBLE:
+				return false;
+			case WRITE_EXISTED:
+				*job_id_null = !wi_active_job(source, external_id, job_id);
+				*outcome = OUTCOME_DUPLICATE;
+				return true;
+			case WRITE_INSERTED:
+				break;
+		}
+	}
+
+	switch (wi_upsert_job(source, external_id, payload, payload_null, job_id, &was_running))
+	{
+		case WRITE_NOT_POSSIBLE:
+			/* The event id is already in: fail loudly rather than half-write. */
+			elog(ERROR, "webhook_ingest.jobs does not have the columns this version expects");
+			break;
+		case WRITE_EXISTED:
+			*outcome = was_running ? OUTCOME_REQUEUED : OUTCOME_COALESCED;
+			break;
+		case WRITE_INSERTED:
+			*outcome = OUTCOME_QUEUED;
+			break;
+	}
+	return true;
+}
+
 Datum
 webhook_ingest_enqueue(PG_FUNCTION_ARGS)
 {
 	text	   *source;
 	text	   *external_id;
 	text	   *event_id = NULL;
-	Datum		args[3];
-	char		nulls[3] = {' ', ' ', ' '};
+	Datum		payload = (Datum) 0;
+	bool		payload_null = PG_ARGISNULL(2);
 	int64		job_id = 0;
 	bool		job_id_null = false;
-	EnqueueOutcome outcome;
+	EnqueueOutcome outcome = OUTCOME_QUEUED;
 
 	/* Check everything before touching anything. */
 	wi_check_not_null(PG_ARGISNULL(0), "source");
@@ -169,6 +273,8 @@ webhook_ingest_enqueue(PG_FUNCTION_ARGS)
 		event_id = PG_GETARG_TEXT_PP(3);
 		wi_check_id("event_id", VARDATA_ANY(event_id), VARSIZE_ANY_EXHDR(event_id));
 	}
+	if (!payload_null)
+		payload = PointerGetDatum(PG_GETARG_JSONB_P(2));
 
 	if (result_desc == NULL)
 	{
@@ -185,59 +291,11 @@ webhook_ingest_enqueue(PG_FUNCTION_ARGS)
 
 	lock_jobs_table();
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	if (!wi_direct_write_possible() ||
+		!enqueue_direct(source, external_id, payload, payload_null, event_id,
+						&job_id, &job_id_null, &outcome))
+		outcome = enqueue_sql(source, external_id, payload, payload_null, event_id,
+							  &job_id, &job_id_null);
 
-	args[0] = PointerGetDatum(source);
-	if (event_id != NULL)
-	{
-		SPIPlanPtr	plan = prepare_once(&remember_event_plan, remember_event_sql, 2);
-
-		args[1] = PointerGetDatum(event_id);
-		if (SPI_execute_plan(plan, args, NULL, false, 0) != SPI_OK_INSERT)
-			elog(ERROR, "could not remember event id");
-		if (SPI_processed == 0)
-		{
-			/* Unknown source, or an event id this source already gave. */
-			if (!source_exists(args))
-				report_unknown_source(source);
-
-			plan = prepare_once(&active_job_plan, active_job_sql, 2);
-			args[1] = PointerGetDatum(external_id);
-			if (SPI_execute_plan(plan, args, NULL, true, 1) != SPI_OK_SELECT)
-				elog(ERROR, "could not look up the active job");
-			if (SPI_processed > 0)
-				job_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
-													 &job_id_null));
-			else
-				job_id_null = true;
-			SPI_finish();
-			return make_result(job_id, job_id_null, OUTCOME_DUPLICATE);
-		}
-	}
-
-	{
-		SPIPlanPtr	plan = prepare_once(&upsert_job_plan, upsert_job_sql, 3);
-		bool		isnull;
-
-		args[1] = PointerGetDatum(external_id);
-		if (PG_ARGISNULL(2))
-		{
-			args[2] = (Datum) 0;
-			nulls[2] = 'n';
-		}
-		else
-			args[2] = PointerGetDatum(PG_GETARG_JSONB_P(2));
-
-		if (SPI_execute_plan(plan, args, nulls, false, 0) != SPI_OK_INSERT_RETURNING)
-			elog(ERROR, "could not upsert job");
-		if (SPI_processed == 0)
-			report_unknown_source(source);
-		job_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-		outcome = (EnqueueOutcome) DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
-															   SPI_tuptable->tupdesc, 2, &isnull));
-	}
-
-	SPI_finish();
-	return make_result(job_id, false, outcome);
+	return make_result(job_id, job_id_null, outcome);
 }

@@ -1,0 +1,24 @@
+/*
+ * queue_write.h
+ *		The direct (no-SQL) write path of enqueue(), see queue_write.c.
+ */
+#ifndef WI_QUEUE_WRITE_H
+#define WI_QUEUE_WRITE_H
+
+#include "postgres.h"
+
+typedef enum WriteResult
+{
+	WRITE_INSERTED,				/* a new row */
+	WRITE_EXISTED,				/* the key was there: duplicate / absorbed */
+	WRITE_NOT_POSSIBLE			/* use the SQL path instead */
+} WriteResult;
+
+extern bool wi_direct_write_possible(void);
+extern bool wi_source_exists(text *source);
+extern WriteResult wi_remember_event(text *source, text *event_id);
+extern WriteResult wi_upsert_job(text *source, text *external_id, Datum payload, bool payload_null,
+								 int64 *job_id, bool *was_running);
+extern bool wi_active_job(text *source, text *external_id, int64 *job_id);
+
+#endif							/* WI_QUEUE_WRITE_H */
