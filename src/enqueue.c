@@ -117,22 +117,6 @@ source_exists(Datum *args)
 	return SPI_processed > 0;
 }
 
-/*
- * Take ROW EXCLUSIVE on jobs before any statement takes its snapshot:
- * drop_source() holds SHARE on jobs while it deletes, so once we have the
- * lock a dropped source is gone from our snapshot too.
- */
-static void
-lock_jobs_table(void)
-{
-	Oid			nsp = get_namespace_oid(WI_SCHEMA_NAME, false);
-	Oid			jobs = get_relname_relid("jobs", nsp);
-
-	if (!OidIsValid(jobs))
-		elog(ERROR, "table webhook_ingest.jobs is missing");
-	LockRelationOid(jobs, RowExclusiveLock);
-}
-
 static Datum
 make_result(int64 job_id, bool job_id_null, EnqueueOutcome outcome)
 {
@@ -211,18 +195,26 @@ enqueue_direct(text *source, text *external_id, Datum payload, bool payload_null
 			   int64 *job_id, bool *job_id_null, EnqueueOutcome *outcome)
 {
 	bool		was_running;
+	Snapshot	snapshot = wi_lookup_snapshot();
 
-	if (!wi_source_exists(source))
+	if (!wi_source_exists(snapshot, source))
 		report_unknown_source(source);
 
 	if (event_id != NULL)
 	{
+		/* A redelivery of a committed event costs one index probe. */
+		if (wi_event_known(snapshot, source, event_id))
+		{
+			*job_id_null = !wi_active_job(snapshot, source, external_id, job_id);
+			*outcome = OUTCOME_DUPLICATE;
+			return true;
+		}
 		switch (wi_remember_event(source, event_id))
 		{
 			case WRITE_NOT_POSSIBLE:
 				return false;
 			case WRITE_EXISTED:
-				*job_id_null = !wi_active_job(source, external_id, job_id);
+				*job_id_null = !wi_active_job(wi_lookup_snapshot(), source, external_id, job_id);
 				*outcome = OUTCOME_DUPLICATE;
 				return true;
 			case WRITE_INSERTED:
@@ -289,7 +281,7 @@ webhook_ingest_enqueue(PG_FUNCTION_ARGS)
 		result_desc = BlessTupleDesc(desc);
 	}
 
-	lock_jobs_table();
+	wi_lock_jobs();
 
 	if (!wi_direct_write_possible() ||
 		!enqueue_direct(source, external_id, payload, payload_null, event_id,

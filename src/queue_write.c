@@ -26,6 +26,7 @@
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
@@ -65,14 +66,84 @@ typedef struct WriteTarget
 	TupleTableSlot *slot;
 } WriteTarget;
 
-static Oid
-schema_relid(const char *name)
+/*
+ * OIDs of the extension's relations, looked up once per backend and
+ * forgotten on any relcache invalidation that concerns them (DROP EXTENSION,
+ * ALTER TABLE, ...).
+ */
+typedef struct QueueRelids
 {
-	Oid			relid = get_relname_relid(name, get_namespace_oid(WI_SCHEMA_NAME, false));
+	bool		valid;
+	Oid			sources;
+	Oid			sources_pkey;
+	Oid			jobs;
+	Oid			jobs_active_object;
+	Oid			jobs_id_seq;
+	Oid			events;
+	Oid			events_pkey;
+} QueueRelids;
+
+static QueueRelids relids;
+
+static void
+forget_relids(Datum arg, Oid relid)
+{
+	if (!OidIsValid(relid) || relid == relids.sources || relid == relids.sources_pkey ||
+		relid == relids.jobs || relid == relids.jobs_active_object ||
+		relid == relids.jobs_id_seq || relid == relids.events || relid == relids.events_pkey)
+		relids.valid = false;
+}
+
+static Oid
+schema_relid(Oid nsp, const char *name)
+{
+	Oid			relid = get_relname_relid(name, nsp);
 
 	if (!OidIsValid(relid))
 		elog(ERROR, "relation webhook_ingest.%s is missing", name);
 	return relid;
+}
+
+static const QueueRelids *
+queue_relids(void)
+{
+	static bool registered = false;
+
+	if (!registered)
+	{
+		CacheRegisterRelcacheCallback(forget_relids, (Datum) 0);
+		registered = true;
+	}
+	if (!relids.valid)
+	{
+		Oid			nsp = get_namespace_oid(WI_SCHEMA_NAME, false);
+
+		relids.sources = schema_relid(nsp, "sources");
+		relids.sources_pkey = schema_relid(nsp, "sources_pkey");
+		relids.jobs = schema_relid(nsp, "jobs");
+		relids.jobs_active_object = schema_relid(nsp, "jobs_active_object");
+		relids.jobs_id_seq = schema_relid(nsp, "jobs_id_seq");
+		relids.events = schema_relid(nsp, "events");
+		relids.events_pkey = schema_relid(nsp, "events_pkey");
+		relids.valid = true;
+	}
+	return &relids;
+}
+
+/*
+ * Take ROW EXCLUSIVE on jobs before any lookup takes its snapshot:
+ * drop_source() holds SHARE on jobs while it deletes, so once we have the
+ * lock a dropped source is gone from our snapshot too.  Taking the lock also
+ * processes pending invalidations, so look the OIDs up again after it.
+ */
+void
+wi_lock_jobs(void)
+{
+	Oid			jobs = queue_relids()->jobs;
+
+	LockRelationOid(jobs, RowExclusiveLock);
+	if (queue_relids()->jobs != jobs)
+		LockRelationOid(queue_relids()->jobs, RowExclusiveLock);
 }
 
 /*
@@ -103,9 +174,9 @@ wi_direct_write_possible(void)
 }
 
 static void
-open_target(WriteTarget *t, const char *name, EState *estate)
+open_target(WriteTarget *t, Oid relid, EState *estate)
 {
-	t->rel = table_open(schema_relid(name), RowExclusiveLock);
+	t->rel = table_open(relid, RowExclusiveLock);
 	t->rri = makeNode(ResultRelInfo);
 	/* Range table index 0: there is no range table, and no column privileges to check. */
 	InitResultRelInfo(t->rri, t->rel, 0, NULL, 0);
@@ -185,50 +256,77 @@ insert_unless_conflict(WriteTarget *t, EState *estate, List *arbiters, ItemPoint
 	}
 }
 
-bool
-wi_source_exists(text *source)
+/*
+ * One probe of a unique index: does a row with these keys exist?  Optionally
+ * returns an int8 column of it.  The snapshot is the caller's fresh one.
+ */
+static bool
+probe(Oid relid, Oid indexid, Snapshot snapshot, ScanKeyData *keys, int nkeys,
+	  AttrNumber int8_attno, int64 *int8_value)
 {
-	Relation	rel = table_open(schema_relid("sources"), AccessShareLock);
-	ScanKeyData key;
+	Relation	rel = table_open(relid, AccessShareLock);
 	SysScanDesc scan;
+	HeapTuple	tuple;
 	bool		found;
 
-	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_TEXTEQ, PointerGetDatum(source));
-	/* A fresh snapshot: the caller holds its lock on jobs by now. */
-	scan = systable_beginscan(rel, schema_relid("sources_pkey"), true, GetLatestSnapshot(), 1, &key);
-	found = HeapTupleIsValid(systable_getnext(scan));
+	scan = systable_beginscan(rel, indexid, true, snapshot, nkeys, keys);
+	tuple = systable_getnext(scan);
+	found = HeapTupleIsValid(tuple);
+	if (found && int8_value != NULL)
+	{
+		bool		isnull;
+
+		*int8_value = DatumGetInt64(heap_getattr(tuple, int8_attno, RelationGetDescr(rel), &isnull));
+	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
 	return found;
 }
 
 /*
+ * A snapshot taken now, after wi_lock_jobs(), for the lookups of one call.
+ */
+Snapshot
+wi_lookup_snapshot(void)
+{
+	return GetLatestSnapshot();
+}
+
+bool
+wi_source_exists(Snapshot snapshot, text *source)
+{
+	ScanKeyData key;
+
+	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_TEXTEQ, PointerGetDatum(source));
+	return probe(queue_relids()->sources, queue_relids()->sources_pkey, snapshot, &key, 1, 0, NULL);
+}
+
+/*
+ * Has this source already given this event id (and committed it)?  A cheap
+ * look before the insert; the insert itself settles the in-flight cases.
+ */
+bool
+wi_event_known(Snapshot snapshot, text *source, text *event_id)
+{
+	ScanKeyData keys[2];
+
+	ScanKeyInit(&keys[0], EVENT_SOURCE + 1, BTEqualStrategyNumber, F_TEXTEQ, PointerGetDatum(source));
+	ScanKeyInit(&keys[1], EVENT_EVENT_ID + 1, BTEqualStrategyNumber, F_TEXTEQ, PointerGetDatum(event_id));
+	return probe(queue_relids()->events, queue_relids()->events_pkey, snapshot, keys, 2, 0, NULL);
+}
+
+/*
  * The id of the object's pending or running job, if it has one.
  */
 bool
-wi_active_job(text *source, text *external_id, int64 *job_id)
+wi_active_job(Snapshot snapshot, text *source, text *external_id, int64 *job_id)
 {
-	Relation	rel = table_open(schema_relid("jobs"), AccessShareLock);
 	ScanKeyData keys[2];
-	SysScanDesc scan;
-	HeapTuple	tuple;
-	bool		found = false;
 
-	if (!columns_match(rel, job_columns, JOB_NATTS))
-		elog(ERROR, "unexpected columns in webhook_ingest.jobs");
 	ScanKeyInit(&keys[0], JOB_SOURCE + 1, BTEqualStrategyNumber, F_TEXTEQ, PointerGetDatum(source));
 	ScanKeyInit(&keys[1], JOB_EXTERNAL_ID + 1, BTEqualStrategyNumber, F_TEXTEQ, PointerGetDatum(external_id));
-	scan = systable_beginscan(rel, schema_relid("jobs_active_object"), true, GetLatestSnapshot(), 2, keys);
-	if (HeapTupleIsValid(tuple = systable_getnext(scan)))
-	{
-		bool		isnull;
-
-		*job_id = DatumGetInt64(heap_getattr(tuple, JOB_ID + 1, RelationGetDescr(rel), &isnull));
-		found = true;
-	}
-	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
-	return found;
+	return probe(queue_relids()->jobs, queue_relids()->jobs_active_object, snapshot, keys, 2,
+				 JOB_ID + 1, job_id);
 }
 
 WriteResult
@@ -239,7 +337,7 @@ wi_remember_event(text *source, text *event_id)
 	ItemPointerData conflict_tid;
 	WriteResult result;
 
-	open_target(&t, "events", estate);
+	open_target(&t, queue_relids()->events, estate);
 	if (!columns_match(t.rel, event_columns, EVENT_NATTS))
 		result = WRITE_NOT_POSSIBLE;
 	else
@@ -349,14 +447,14 @@ wi_upsert_job(text *source, text *external_id, Datum payload, bool payload_null,
 	Datum		pending;
 	Datum		running;
 
-	open_target(&t, "jobs", estate);
+	open_target(&t, queue_relids()->jobs, estate);
 	if (!columns_match(t.rel, job_columns, JOB_NATTS))
 	{
 		close_target(&t);
 		end_write(estate);
 		return WRITE_NOT_POSSIBLE;
 	}
-	arbiters = list_make1_oid(schema_relid("jobs_active_object"));
+	arbiters = list_make1_oid(queue_relids()->jobs_active_object);
 	state_type = TupleDescAttr(RelationGetDescr(t.rel), JOB_STATE)->atttypid;
 	pending = enum_value(state_type, "pending");
 	running = enum_value(state_type, "running");
@@ -403,7 +501,7 @@ wi_upsert_job(text *source, text *external_id, Datum payload, bool payload_null,
 			continue;
 		}
 
-		*job_id = nextval_internal(schema_relid("jobs_id_seq"), false);
+		*job_id = nextval_internal(queue_relids()->jobs_id_seq, false);
 		t.slot->tts_values[JOB_ID] = Int64GetDatum(*job_id);
 		if (insert_unless_conflict(&t, estate, arbiters, &conflict_tid, true))
 		{
@@ -433,15 +531,35 @@ wi_direct_write_possible(void)
 	return false;
 }
 
+void
+wi_lock_jobs(void)
+{
+	LockRelationOid(get_relname_relid("jobs", get_namespace_oid(WI_SCHEMA_NAME, false)),
+					RowExclusiveLock);
+}
+
+Snapshot
+wi_lookup_snapshot(void)
+{
+	return GetLatestSnapshot();
+}
+
 bool
-wi_source_exists(text *source)
+wi_source_exists(Snapshot snapshot, text *source)
 {
 	elog(ERROR, "direct queue writes need PostgreSQL 14 or later");
 	return false;
 }
 
 bool
-wi_active_job(text *source, text *external_id, int64 *job_id)
+wi_event_known(Snapshot snapshot, text *source, text *event_id)
+{
+	elog(ERROR, "direct queue writes need PostgreSQL 14 or later");
+	return false;
+}
+
+bool
+wi_active_job(Snapshot snapshot, text *source, text *external_id, int64 *job_id)
 {
 	elog(ERROR, "direct queue writes need PostgreSQL 14 or later");
 	return false;

@@ -7,6 +7,8 @@
 
 #include "postgres.h"
 
+#include "utils/snapshot.h"
+
 typedef enum WriteResult
 {
 	WRITE_INSERTED,				/* a new row */
@@ -15,10 +17,13 @@ typedef enum WriteResult
 } WriteResult;
 
 extern bool wi_direct_write_possible(void);
-extern bool wi_source_exists(text *source);
+extern void wi_lock_jobs(void);
+extern Snapshot wi_lookup_snapshot(void);
+extern bool wi_source_exists(Snapshot snapshot, text *source);
+extern bool wi_event_known(Snapshot snapshot, text *source, text *event_id);
 extern WriteResult wi_remember_event(text *source, text *event_id);
 extern WriteResult wi_upsert_job(text *source, text *external_id, Datum payload, bool payload_null,
 								 int64 *job_id, bool *was_running);
-extern bool wi_active_job(text *source, text *external_id, int64 *job_id);
+extern bool wi_active_job(Snapshot snapshot, text *source, text *external_id, int64 *job_id);
 
 #endif							/* WI_QUEUE_WRITE_H */

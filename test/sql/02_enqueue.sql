@@ -89,3 +89,20 @@ SELECT outcome FROM webhook_ingest.enqueue('crm', 'café-ünïcode', NULL, 'év�
 SELECT id IS NOT NULL AS has_id, created_at <= now() AS created, updated_at >= created_at AS updated,
        next_attempt_at <= now() AS due, last_error, lease_until
   FROM webhook_ingest.jobs WHERE external_id = 'c2';
+
+-- REPEATABLE READ and SERIALIZABLE callers take the SQL path: the same outcomes
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT outcome FROM webhook_ingest.enqueue('crm', 'rr1', '{"v": 1}', 'rr-e1');
+SELECT outcome FROM webhook_ingest.enqueue('crm', 'rr1', NULL, 'rr-e1');
+SELECT outcome FROM webhook_ingest.enqueue('crm', 'rr1', '{"v": 2}', 'rr-e2');
+COMMIT;
+UPDATE webhook_ingest.jobs SET state = 'running' WHERE external_id = 'rr1';
+BEGIN ISOLATION LEVEL SERIALIZABLE;
+SELECT outcome FROM webhook_ingest.enqueue('crm', 'rr1', NULL, 'rr-e3');
+SELECT job_id IS NOT NULL AS has_job, outcome FROM webhook_ingest.enqueue('crm', 'rr1', NULL, 'rr-e3');
+SELECT * FROM webhook_ingest.enqueue('nope', 'rr1', NULL, 'rr-e4');
+ROLLBACK;
+BEGIN ISOLATION LEVEL SERIALIZABLE;
+SELECT outcome FROM webhook_ingest.enqueue('crm', 'rr1', NULL, 'rr-e3');
+COMMIT;
+SELECT state, payload, events, refetch FROM webhook_ingest.jobs WHERE external_id = 'rr1';
