@@ -31,6 +31,14 @@ CREATE TABLE webhook_ingest.sources (
 );
 COMMENT ON TABLE webhook_ingest.sources IS 'upstream APIs that webhooks refer to (admins only)';
 
+-- Every change to sources reaches the per-backend cache of enqueue() (src/source_cache.c).
+CREATE FUNCTION webhook_ingest._sources_changed() RETURNS trigger
+AS 'MODULE_PATHNAME', 'webhook_ingest_sources_changed'
+LANGUAGE C;
+CREATE TRIGGER sources_changed
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON webhook_ingest.sources
+    FOR EACH STATEMENT EXECUTE FUNCTION webhook_ingest._sources_changed();
+
 CREATE TYPE webhook_ingest.job_state AS ENUM ('pending', 'running', 'done', 'dead');
 
 /*

@@ -195,46 +195,39 @@ enqueue_direct(text *source, text *external_id, Datum payload, bool payload_null
 			   int64 *job_id, bool *job_id_null, EnqueueOutcome *outcome)
 {
 	bool		was_running;
-	Snapshot	snapshot = wi_lookup_snapshot();
+	EState	   *estate;
+	WriteResult result;
 
-	if (!wi_source_exists(snapshot, source))
+	if (!wi_source_known(wi_lookup_snapshot(), source))
 		report_unknown_source(source);
 
+	estate = wi_write_begin();
 	if (event_id != NULL)
 	{
-		/* A redelivery of a committed event costs one index probe. */
-		if (wi_event_known(snapshot, source, event_id))
+		result = wi_remember_event(estate, source, event_id);
+		if (result == WRITE_NOT_POSSIBLE)
 		{
-			*job_id_null = !wi_active_job(snapshot, source, external_id, job_id);
+			wi_write_end(estate);
+			return false;
+		}
+		if (result == WRITE_EXISTED)
+		{
+			wi_write_end(estate);
+			*job_id_null = !wi_active_job(wi_lookup_snapshot(), source, external_id, job_id);
 			*outcome = OUTCOME_DUPLICATE;
 			return true;
 		}
-		switch (wi_remember_event(source, event_id))
-		{
-			case WRITE_NOT_POSSIBLE:
-				return false;
-			case WRITE_EXISTED:
-				*job_id_null = !wi_active_job(wi_lookup_snapshot(), source, external_id, job_id);
-				*outcome = OUTCOME_DUPLICATE;
-				return true;
-			case WRITE_INSERTED:
-				break;
-		}
 	}
 
-	switch (wi_upsert_job(source, external_id, payload, payload_null, job_id, &was_running))
+	result = wi_upsert_job(estate, source, external_id, payload, payload_null, job_id, &was_running);
+	wi_write_end(estate);
+	if (result == WRITE_NOT_POSSIBLE)
 	{
-		case WRITE_NOT_POSSIBLE:
-			/* The event id is already in: fail loudly rather than half-write. */
-			elog(ERROR, "webhook_ingest.jobs does not have the columns this version expects");
-			break;
-		case WRITE_EXISTED:
-			*outcome = was_running ? OUTCOME_REQUEUED : OUTCOME_COALESCED;
-			break;
-		case WRITE_INSERTED:
-			*outcome = OUTCOME_QUEUED;
-			break;
+		/* An event id may be in already: fail rather than half-write. */
+		elog(ERROR, "webhook_ingest.jobs does not have the columns this version expects");
 	}
+	*outcome = result == WRITE_INSERTED ? OUTCOME_QUEUED :
+		was_running ? OUTCOME_REQUEUED : OUTCOME_COALESCED;
 	return true;
 }
 

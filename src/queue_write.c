@@ -191,8 +191,8 @@ close_target(WriteTarget *t)
 	table_close(t->rel, NoLock);
 }
 
-static EState *
-begin_write(void)
+EState *
+wi_write_begin(void)
 {
 	EState	   *estate = CreateExecutorState();
 
@@ -203,8 +203,8 @@ begin_write(void)
 	return estate;
 }
 
-static void
-end_write(EState *estate)
+void
+wi_write_end(EState *estate)
 {
 	ExecResetTupleTable(estate->es_tupleTable, false);
 	FreeExecutorState(estate);
@@ -302,20 +302,6 @@ wi_source_exists(Snapshot snapshot, text *source)
 }
 
 /*
- * Has this source already given this event id (and committed it)?  A cheap
- * look before the insert; the insert itself settles the in-flight cases.
- */
-bool
-wi_event_known(Snapshot snapshot, text *source, text *event_id)
-{
-	ScanKeyData keys[2];
-
-	ScanKeyInit(&keys[0], EVENT_SOURCE + 1, BTEqualStrategyNumber, F_TEXTEQ, PointerGetDatum(source));
-	ScanKeyInit(&keys[1], EVENT_EVENT_ID + 1, BTEqualStrategyNumber, F_TEXTEQ, PointerGetDatum(event_id));
-	return probe(queue_relids()->events, queue_relids()->events_pkey, snapshot, keys, 2, 0, NULL);
-}
-
-/*
  * The id of the object's pending or running job, if it has one.
  */
 bool
@@ -330,9 +316,8 @@ wi_active_job(Snapshot snapshot, text *source, text *external_id, int64 *job_id)
 }
 
 WriteResult
-wi_remember_event(text *source, text *event_id)
+wi_remember_event(EState *estate, text *source, text *event_id)
 {
-	EState	   *estate = begin_write();
 	WriteTarget t;
 	ItemPointerData conflict_tid;
 	WriteResult result;
@@ -355,7 +340,6 @@ wi_remember_event(text *source, text *event_id)
 		result = insert_unless_conflict(&t, estate, NIL, &conflict_tid, false) ? WRITE_INSERTED : WRITE_EXISTED;
 	}
 	close_target(&t);
-	end_write(estate);
 	return result;
 }
 
@@ -436,10 +420,9 @@ absorb_into_job(WriteTarget *t, EState *estate, ItemPointer tid, Datum payload, 
 }
 
 WriteResult
-wi_upsert_job(text *source, text *external_id, Datum payload, bool payload_null,
+wi_upsert_job(EState *estate, text *source, text *external_id, Datum payload, bool payload_null,
 			  int64 *job_id, bool *was_running)
 {
-	EState	   *estate = begin_write();
 	WriteTarget t;
 	WriteResult result;
 	List	   *arbiters;
@@ -451,7 +434,6 @@ wi_upsert_job(text *source, text *external_id, Datum payload, bool payload_null,
 	if (!columns_match(t.rel, job_columns, JOB_NATTS))
 	{
 		close_target(&t);
-		end_write(estate);
 		return WRITE_NOT_POSSIBLE;
 	}
 	arbiters = list_make1_oid(queue_relids()->jobs_active_object);
@@ -519,7 +501,6 @@ wi_upsert_job(text *source, text *external_id, Datum payload, bool payload_null,
 
 	list_free(arbiters);
 	close_target(&t);
-	end_write(estate);
 	return result;
 }
 
@@ -552,27 +533,31 @@ wi_source_exists(Snapshot snapshot, text *source)
 }
 
 bool
-wi_event_known(Snapshot snapshot, text *source, text *event_id)
-{
-	elog(ERROR, "direct queue writes need PostgreSQL 14 or later");
-	return false;
-}
-
-bool
 wi_active_job(Snapshot snapshot, text *source, text *external_id, int64 *job_id)
 {
 	elog(ERROR, "direct queue writes need PostgreSQL 14 or later");
 	return false;
 }
 
+EState *
+wi_write_begin(void)
+{
+	return NULL;
+}
+
+void
+wi_write_end(EState *estate)
+{
+}
+
 WriteResult
-wi_remember_event(text *source, text *event_id)
+wi_remember_event(EState *estate, text *source, text *event_id)
 {
 	return WRITE_NOT_POSSIBLE;
 }
 
 WriteResult
-wi_upsert_job(text *source, text *external_id, Datum payload, bool payload_null,
+wi_upsert_job(EState *estate, text *source, text *external_id, Datum payload, bool payload_null,
 			  int64 *job_id, bool *was_running)
 {
 	return WRITE_NOT_POSSIBLE;
