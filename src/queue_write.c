@@ -130,6 +130,13 @@ queue_relids(void)
 	return &relids;
 }
 
+/* For invalidation callbacks: the OID of sources if known, else InvalidOid. */
+Oid
+wi_cached_sources_relid(void)
+{
+	return relids.valid ? relids.sources : InvalidOid;
+}
+
 /*
  * Take ROW EXCLUSIVE on jobs before any lookup takes its snapshot:
  * drop_source() holds SHARE on jobs while it deletes, so once we have the
@@ -505,6 +512,12 @@ wi_upsert_job(EState *estate, text *source, text *external_id, Datum payload, bo
 }
 
 #else							/* PG_VERSION_NUM < 140000 */
+
+Oid
+wi_cached_sources_relid(void)
+{
+	return InvalidOid;
+}
 
 bool
 wi_direct_write_possible(void)

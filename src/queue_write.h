@@ -18,6 +18,7 @@ typedef enum WriteResult
 
 extern bool wi_direct_write_possible(void);
 extern void wi_lock_jobs(void);
+extern Oid	wi_cached_sources_relid(void);
 extern Snapshot wi_lookup_snapshot(void);
 extern bool wi_source_exists(Snapshot snapshot, text *source);
 extern bool wi_source_known(Snapshot snapshot, text *source);	/* source_cache.c */

@@ -33,12 +33,30 @@ static HTAB *known_sources = NULL;
 static void
 forget_sources(Datum arg, Oid relid)
 {
-	/* Any invalidation may concern sources; the cache is cheap to refill. */
-	if (known_sources != NULL)
+	Oid			sources = wi_cached_sources_relid();
+
+	if (known_sources != NULL &&
+		(!OidIsValid(relid) || !OidIsValid(sources) || relid == sources))
 	{
 		hash_destroy(known_sources);
 		known_sources = NULL;
 	}
+}
+
+static HTAB *
+source_table(void)
+{
+	if (known_sources == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = SOURCE_KEY_LEN;
+		ctl.entrysize = sizeof(SourceEntry);
+		ctl.hcxt = CacheMemoryContext;
+		known_sources = hash_create("webhook_ingest sources", 16, &ctl,
+									HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	}
+	return known_sources;
 }
 
 static bool
@@ -69,21 +87,12 @@ wi_source_known(Snapshot snapshot, text *source)
 		CacheRegisterRelcacheCallback(forget_sources, (Datum) 0);
 		registered = true;
 	}
-	if (known_sources == NULL)
-	{
-		HASHCTL		ctl;
-
-		ctl.keysize = SOURCE_KEY_LEN;
-		ctl.entrysize = sizeof(SourceEntry);
-		ctl.hcxt = CacheMemoryContext;
-		known_sources = hash_create("webhook_ingest sources", 16, &ctl,
-									HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
-	}
-	if (hash_search(known_sources, key, HASH_FIND, NULL) != NULL)
+	if (hash_search(source_table(), key, HASH_FIND, NULL) != NULL)
 		return true;
+	/* The lookup may process invalidations, and so drop the table: fetch it anew. */
 	if (!wi_source_exists(snapshot, source))
 		return false;
-	hash_search(known_sources, key, HASH_ENTER, NULL);
+	hash_search(source_table(), key, HASH_ENTER, NULL);
 	return true;
 }
 
