@@ -4,6 +4,7 @@
 #   make install      install it into the PostgreSQL that PG_CONFIG names
 #   make test         (as root on Debian 12) install what is missing, build,
 #                     install and run every suite against throwaway clusters
+#   make demo         (as root) the same set-up, then the intake end to end
 #   make bench-enqueue   enqueue() against a bare INSERT ... ON CONFLICT
 
 EXTENSION = webhook_ingest
@@ -49,6 +50,9 @@ tap-suite:
 
 test:
 	bash test/run
+
+demo:
+	bash test/demo
 
 bench-enqueue:
 	bash bench/enqueue

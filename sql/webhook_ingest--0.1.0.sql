@@ -83,8 +83,8 @@ CREATE INDEX jobs_due ON webhook_ingest.jobs (next_attempt_at)
 
 /*
  * Event ids already accepted, per source, for webhook_ingest.dedup_window.
- * BRIN on received_at lets the batched purge find old rows at almost no cost
- * to inserts.
+ * Only the primary key: purge_events() finds old rows by walking the heap in
+ * page slices, so inserts pay for no index on received_at.
  */
 CREATE TABLE webhook_ingest.events (
     source          text COLLATE "C" NOT NULL,
@@ -92,8 +92,14 @@ CREATE TABLE webhook_ingest.events (
     received_at     timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (source, event_id)
 ) WITH (autovacuum_vacuum_scale_factor = 0.05);
-CREATE INDEX events_received_at ON webhook_ingest.events USING brin (received_at);
 COMMENT ON TABLE webhook_ingest.events IS 'event ids accepted per source, remembered for webhook_ingest.dedup_window';
+
+-- Where the next purge_events() call resumes its walk over events.
+CREATE TABLE webhook_ingest.purge_position (
+    only_row        boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+    next_page       bigint NOT NULL DEFAULT 0
+);
+INSERT INTO webhook_ingest.purge_position DEFAULT VALUES;
 
 /*
  * enqueue: the application's entry point, see src/enqueue.c.
@@ -226,31 +232,45 @@ COMMENT ON FUNCTION webhook_ingest.drop_source(text, boolean) IS
     'remove an upstream API with its jobs and remembered event ids';
 
 /*
- * Forget event ids older than webhook_ingest.dedup_window, at most max_rows
- * per call, so each call holds its locks briefly.  Returns how many it forgot.
+ * Forget event ids older than webhook_ingest.dedup_window.  Each call looks at
+ * max_pages pages of events (a TID range scan), deletes what has expired
+ * there, and leaves a mark where the next call resumes, wrapping around at
+ * the end: small batches, short locks, and no index on received_at to
+ * maintain.  Returns how many ids it forgot.
  */
-CREATE FUNCTION webhook_ingest.purge_events(max_rows integer DEFAULT 10000)
+CREATE FUNCTION webhook_ingest.purge_events(max_pages integer DEFAULT 1000)
 RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
+    pages bigint;
+    first_page bigint;
+    last_page bigint;
     forgotten bigint;
 BEGIN
-    IF max_rows IS NULL OR max_rows < 1 THEN
-        RAISE EXCEPTION 'max_rows must be at least 1' USING ERRCODE = 'invalid_parameter_value';
+    IF max_pages IS NULL OR max_pages < 1 THEN
+        RAISE EXCEPTION 'max_pages must be at least 1' USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- One purge at a time; enqueue() never touches this row.
+    SELECT p.next_page INTO first_page FROM webhook_ingest.purge_position p FOR UPDATE;
+    pages := pg_relation_size('webhook_ingest.events') / current_setting('block_size')::bigint;
+    IF first_page >= pages THEN
+        first_page := 0;
+    END IF;
+    last_page := first_page + max_pages;
     DELETE FROM webhook_ingest.events e
-     WHERE e.ctid = ANY (ARRAY(
-           SELECT o.ctid FROM webhook_ingest.events o
-            WHERE o.received_at < now() - current_setting('webhook_ingest.dedup_window')::interval
-            LIMIT max_rows));
+     WHERE e.ctid >= format('(%s,0)', first_page)::tid
+       AND e.ctid < format('(%s,0)', last_page)::tid
+       AND e.received_at < now() - current_setting('webhook_ingest.dedup_window')::interval;
     GET DIAGNOSTICS forgotten = ROW_COUNT;
+    UPDATE webhook_ingest.purge_position
+       SET next_page = CASE WHEN last_page >= pages THEN 0 ELSE last_page END;
     RETURN forgotten;
 END
 $fn$;
 COMMENT ON FUNCTION webhook_ingest.purge_events(integer) IS
-    'forget event ids older than webhook_ingest.dedup_window, in one batch of at most max_rows';
+    'forget event ids older than webhook_ingest.dedup_window, walking at most max_pages pages of the table';
 
 /*
  * Privileges: nothing for PUBLIC; the enqueue role may call enqueue() only.

@@ -198,7 +198,7 @@ enqueue_direct(text *source, text *external_id, Datum payload, bool payload_null
 	EState	   *estate;
 	WriteResult result;
 
-	if (!wi_source_known(wi_lookup_snapshot(), source))
+	if (!wi_source_known(source))
 		report_unknown_source(source);
 
 	estate = wi_write_begin();

@@ -21,7 +21,7 @@ extern void wi_lock_jobs(void);
 extern Oid	wi_cached_sources_relid(void);
 extern Snapshot wi_lookup_snapshot(void);
 extern bool wi_source_exists(Snapshot snapshot, text *source);
-extern bool wi_source_known(Snapshot snapshot, text *source);	/* source_cache.c */
+extern bool wi_source_known(text *source);	/* source_cache.c */
 struct EState;
 extern struct EState *wi_write_begin(void);
 extern void wi_write_end(struct EState *estate);

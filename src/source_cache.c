@@ -75,13 +75,13 @@ key_of(text *source, char *key)
  * Does the source exist?  Asks the table (wi_source_exists) on a miss.
  */
 bool
-wi_source_known(Snapshot snapshot, text *source)
+wi_source_known(text *source)
 {
 	static bool registered = false;
 	char		key[SOURCE_KEY_LEN];
 
 	if (!key_of(source, key))
-		return wi_source_exists(snapshot, source);
+		return wi_source_exists(wi_lookup_snapshot(), source);
 	if (!registered)
 	{
 		CacheRegisterRelcacheCallback(forget_sources, (Datum) 0);
@@ -90,7 +90,7 @@ wi_source_known(Snapshot snapshot, text *source)
 	if (hash_search(source_table(), key, HASH_FIND, NULL) != NULL)
 		return true;
 	/* The lookup may process invalidations, and so drop the table: fetch it anew. */
-	if (!wi_source_exists(snapshot, source))
+	if (!wi_source_exists(wi_lookup_snapshot(), source))
 		return false;
 	hash_search(source_table(), key, HASH_ENTER, NULL);
 	return true;
