@@ -102,6 +102,18 @@ CREATE TABLE webhook_ingest.purge_position (
 INSERT INTO webhook_ingest.purge_position DEFAULT VALUES;
 
 /*
+ * Fetched documents of sources without a handler: the worker upserts here.
+ */
+CREATE TABLE webhook_ingest.documents (
+    source          text COLLATE "C" NOT NULL,
+    external_id     text COLLATE "C" NOT NULL,
+    details         jsonb,
+    fetched_at      timestamptz NOT NULL,
+    PRIMARY KEY (source, external_id)
+);
+COMMENT ON TABLE webhook_ingest.documents IS 'the latest fetched document per object, for sources without a handler (details NULL: gone)';
+
+/*
  * enqueue: the application's entry point, see src/enqueue.c.
  */
 CREATE FUNCTION webhook_ingest.enqueue(
@@ -225,6 +237,7 @@ BEGIN
     END IF;
     DELETE FROM webhook_ingest.jobs j WHERE j.source = drop_source.name;
     DELETE FROM webhook_ingest.events e WHERE e.source = drop_source.name;
+    DELETE FROM webhook_ingest.documents d WHERE d.source = drop_source.name;
     DELETE FROM webhook_ingest.sources s WHERE s.name = drop_source.name;
 END
 $fn$;

@@ -282,5 +282,7 @@ webhook_ingest_enqueue(PG_FUNCTION_ARGS)
 		outcome = enqueue_sql(source, external_id, payload, payload_null, event_id,
 							  &job_id, &job_id_null);
 
+	if (outcome != OUTCOME_DUPLICATE)
+		wi_wake_worker_at_commit();
 	return make_result(job_id, job_id_null, outcome);
 }

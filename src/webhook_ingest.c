@@ -1,7 +1,8 @@
 /*
  * webhook_ingest.c
- *		Module entry point: refuses to load outside shared_preload_libraries
- *		and defines the extension's settings (GUCs).
+ *		Module entry point: refuses to load outside shared_preload_libraries,
+ *		defines the extension's settings (GUCs), asks for shared memory and
+ *		registers the background worker.
  */
 #include "postgres.h"
 
@@ -17,6 +18,15 @@ PG_MODULE_MAGIC;
 
 /* How long accepted event ids are remembered, in seconds. */
 int			wi_dedup_window = 7 * 24 * 60 * 60;
+char	   *wi_database = NULL;
+int			wi_max_concurrent_requests = 256;
+int			wi_max_host_connections = 256;
+int			wi_max_response_size_kb = 1024;
+int			wi_lease_timeout_s = 60;
+int			wi_poll_interval_ms = 1000;
+int			wi_backoff_base_ms = 1000;
+int			wi_backoff_max_ms = 3600 * 1000;
+int			wi_connect_timeout_ms = 5000;
 
 void		_PG_init(void);
 
@@ -40,9 +50,77 @@ _PG_init(void)
 							GUC_UNIT_S,
 							NULL, NULL, NULL);
 
+	DefineCustomStringVariable("webhook_ingest.database",
+							   "Database the background worker connects to.",
+							   NULL,
+							   &wi_database,
+							   "postgres",
+							   PGC_POSTMASTER,
+							   0,
+							   NULL, NULL, NULL);
+	DefineCustomIntVariable("webhook_ingest.max_concurrent_requests",
+							"Most fetches the worker keeps in flight at once.",
+							"Also capped by the worker's open file limit.",
+							&wi_max_concurrent_requests,
+							256, 1, 100000,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("webhook_ingest.max_host_connections",
+							"Most connections the worker opens to one host.",
+							NULL,
+							&wi_max_host_connections,
+							256, 1, 100000,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("webhook_ingest.max_response_size",
+							"Largest response body the worker accepts.",
+							"A larger body fails the job without retry; it is cut off while it is read.",
+							&wi_max_response_size_kb,
+							1024, 1, 1024 * 1024,
+							PGC_SIGHUP, GUC_UNIT_KB,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("webhook_ingest.lease_timeout",
+							"How long a claimed job is leased to the worker at least.",
+							"The lease is at least the source's timeout plus 10 s.",
+							&wi_lease_timeout_s,
+							60, 1, 24 * 3600,
+							PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("webhook_ingest.poll_interval",
+							"How often the worker looks for due jobs without being woken.",
+							NULL,
+							&wi_poll_interval_ms,
+							1000, 10, 3600 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("webhook_ingest.backoff_base",
+							"Delay before the first retry; it doubles with each attempt.",
+							NULL,
+							&wi_backoff_base_ms,
+							1000, 1, 3600 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("webhook_ingest.backoff_max",
+							"Longest delay between retries.",
+							NULL,
+							&wi_backoff_max_ms,
+							3600 * 1000, 1, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("webhook_ingest.connect_timeout",
+							"How long the worker waits for a connection to the upstream.",
+							NULL,
+							&wi_connect_timeout_ms,
+							5000, 1, 3600 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
 #if PG_VERSION_NUM >= 150000
 	MarkGUCPrefixReserved("webhook_ingest");
 #else
 	EmitWarningsOnPlaceholders("webhook_ingest");
 #endif
+
+	wi_shmem_init();
+	wi_register_worker();
 }

@@ -16,6 +16,23 @@
 
 /* GUC variables (webhook_ingest.c) */
 extern int	wi_dedup_window;
+extern char *wi_database;
+extern int	wi_max_concurrent_requests;
+extern int	wi_max_host_connections;
+extern int	wi_max_response_size_kb;
+extern int	wi_lease_timeout_s;
+extern int	wi_poll_interval_ms;
+extern int	wi_backoff_base_ms;
+extern int	wi_backoff_max_ms;
+extern int	wi_connect_timeout_ms;
+
+/* shmem.c */
+extern void wi_shmem_init(void);
+extern void wi_shmem_register_worker(void);
+extern void wi_wake_worker_at_commit(void);
+
+/* worker.c */
+extern void wi_register_worker(void);
 
 /* validate.c */
 extern void wi_check_not_null(bool isnull, const char *what);

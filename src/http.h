@@ -1,0 +1,53 @@
+/*
+ * http.h
+ *		One fetch in flight (Transfer) and the libcurl multi driver (http.c).
+ */
+#ifndef WI_HTTP_H
+#define WI_HTTP_H
+
+#include "postgres.h"
+
+#include <curl/curl.h>
+
+#include "utils/timestamp.h"
+
+typedef struct Transfer
+{
+	/* the job, copied at claim time */
+	int64		job_id;
+	int			attempt;
+	int			max_attempts;
+	char	   *source;
+	char	   *external_id;
+	char	   *payload;		/* jsonb as text, or NULL */
+	char	   *url;
+	long		timeout_ms;
+
+	/* owned by http.c; callbacks touch only these, and never ereport */
+	CURL	   *easy;
+	struct curl_slist *headers;
+	char	   *body;			/* malloc'd, NUL-terminated */
+	size_t		body_len;
+	size_t		max_body;
+	bool		too_big;
+	CURLcode	result;
+	long		status;
+	long		retry_after_s;	/* -1: none */
+	double		seconds;
+	char		errbuf[CURL_ERROR_SIZE];
+	TimestampTz started;
+	struct Transfer *next;		/* finished list */
+} Transfer;
+
+extern void wi_http_init(int max_host_connections);
+extern void wi_http_set_host_limit(int max_host_connections);
+extern int	wi_http_epoll_fd(void);
+extern bool wi_http_start(Transfer *t, long connect_timeout_ms, const char **error);
+extern void wi_http_on_sockets(void);
+extern void wi_http_on_timer(void);
+extern long wi_http_timeout_ms(void);
+extern Transfer *wi_http_finished(void);
+extern int	wi_http_in_flight(void);
+extern void wi_http_release(Transfer *t);
+
+#endif							/* WI_HTTP_H */

@@ -1,0 +1,426 @@
+/*
+ * job_store.c
+ *		The worker's SQL: claiming due jobs (a short transaction with FOR
+ *		UPDATE SKIP LOCKED), reclaiming what a previous incarnation left
+ *		running, and completing finished fetches - each handler in its own
+ *		subtransaction, many completions in one transaction.  Every state
+ *		change is guarded by (id, state = 'running', attempts), so a late
+ *		finisher never overwrites a newer state.  No HTTP happens here.
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#if PG_VERSION_NUM >= 150000
+#include "common/pg_prng.h"
+#endif
+#include "executor/spi.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+
+#include "webhook_ingest.h"
+#include "http.h"
+#include "job_store.h"
+
+static void
+begin_tx(void)
+{
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	PushActiveSnapshot(GetTransactionSnapshot());
+}
+
+static void
+end_tx(void)
+{
+	PopActiveSnapshot();
+	SPI_finish();
+	CommitTransactionCommand();
+	pgstat_report_stat(false);
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+bool
+wi_extension_ready(void)
+{
+	bool		ready;
+
+	begin_tx();
+	pgstat_report_activity(STATE_RUNNING, "webhook_ingest: looking for the extension");
+	ready = SPI_execute("SELECT FROM pg_catalog.pg_extension WHERE extname = 'webhook_ingest'",
+						true, 1) == SPI_OK_SELECT && SPI_processed == 1;
+	end_tx();
+	return ready;
+}
+
+/* Jobs left running by an earlier incarnation of the worker are due again. */
+int
+wi_reclaim_running(void)
+{
+	int			n;
+
+	begin_tx();
+	pgstat_report_activity(STATE_RUNNING, "webhook_ingest: reclaiming jobs of a previous worker");
+	if (SPI_execute("UPDATE webhook_ingest.jobs SET state = 'pending', lease_until = NULL, worker_pid = NULL, "
+					"next_attempt_at = now(), updated_at = now(), "
+					"last_error = 'reclaimed: the worker that ran it stopped' "
+					"WHERE state = 'running'", false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not reclaim running jobs");
+	n = (int) SPI_processed;
+	end_tx();
+	return n;
+}
+
+static struct curl_slist *
+headers_list(Jsonb *headers)
+{
+	struct curl_slist *list = curl_slist_append(NULL, "Accept: application/json");
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	char	   *key = NULL;
+
+	if (headers == NULL || !JB_ROOT_IS_OBJECT(headers))
+		return list;
+	it = JsonbIteratorInit(&headers->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok == WJB_KEY)
+			key = pnstrdup(v.val.string.val, v.val.string.len);
+		else if (tok == WJB_VALUE && key != NULL && v.type == jbvString)
+		{
+			char	   *line = psprintf("%s: %.*s", key, v.val.string.len, v.val.string.val);
+
+			list = curl_slist_append(list, line);
+			pfree(line);
+		}
+	}
+	return list;
+}
+
+/*
+ * Claim up to max_jobs due jobs; returns them as Transfers allocated in cxt,
+ * ready for wi_http_start.
+ */
+List *
+wi_claim(int max_jobs, int lease_s, MemoryContext cxt)
+{
+	static const char *sql =
+		"WITH due AS ("
+		"  SELECT id FROM webhook_ingest.jobs"
+		"   WHERE state = 'pending' AND next_attempt_at <= now()"
+		"   ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED)"
+		" UPDATE webhook_ingest.jobs j"
+		"    SET state = 'running', attempts = j.attempts + 1, refetch = false,"
+		"        lease_until = now() + make_interval(secs => greatest($2, s.timeout_ms / 1000.0 + 10)),"
+		"        worker_pid = pg_backend_pid(), updated_at = now()"
+		"   FROM due, webhook_ingest.sources s"
+		"  WHERE j.id = due.id AND s.name = j.source"
+		" RETURNING j.id, j.attempts, j.source, j.external_id, j.payload::text,"
+		"           s.url_template, s.headers, s.timeout_ms, s.max_attempts";
+	Oid			argtypes[2] = {INT4OID, INT4OID};
+	Datum		args[2] = {Int32GetDatum(max_jobs), Int32GetDatum(lease_s)};
+	List	   *claimed = NIL;
+
+	begin_tx();
+	pgstat_report_activity(STATE_RUNNING, "webhook_ingest: claiming due jobs");
+	if (SPI_execute_with_args(sql, 2, argtypes, args, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
+		elog(ERROR, "could not claim jobs");
+
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		MemoryContext old = MemoryContextSwitchTo(cxt);
+		Transfer   *t = palloc0(sizeof(Transfer));
+		char	   *template;
+		Datum		headers;
+
+		t->job_id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+		t->attempt = DatumGetInt32(SPI_getbinval(tup, desc, 2, &isnull));
+		t->source = SPI_getvalue(tup, desc, 3);
+		t->external_id = SPI_getvalue(tup, desc, 4);
+		t->payload = SPI_getvalue(tup, desc, 5);
+		template = SPI_getvalue(tup, desc, 6);
+		t->url = wi_render_url(template, t->external_id, strlen(t->external_id));
+		headers = SPI_getbinval(tup, desc, 7, &isnull);
+		t->headers = headers_list(isnull ? NULL : DatumGetJsonbP(headers));
+		t->timeout_ms = DatumGetInt32(SPI_getbinval(tup, desc, 8, &isnull));
+		t->max_attempts = DatumGetInt32(SPI_getbinval(tup, desc, 9, &isnull));
+		t->retry_after_s = -1;
+		claimed = lappend(claimed, t);
+		MemoryContextSwitchTo(old);
+	}
+	end_tx();
+	return claimed;
+}
+
+/* How a finished transfer is treated. */
+typedef enum Verdict
+{
+	V_HANDLE,					/* 2xx: parse and run the handler */
+	V_GONE,						/* 404, 410: run the handler with details NULL */
+	V_RETRY,					/* transient: back off and try again */
+	V_DEAD						/* permanent: no retry */
+} Verdict;
+
+static Verdict
+judge(Transfer *t, StringInfo why)
+{
+	if (t->too_big)
+	{
+		appendStringInfo(why, "response body over webhook_ingest.max_response_size (%zu bytes)",
+						 t->max_body);
+		return V_DEAD;
+	}
+	if (t->result != CURLE_OK)
+	{
+		appendStringInfo(why, "%s: %s", curl_easy_strerror(t->result),
+						 t->errbuf[0] ? t->errbuf : "no detail");
+		if (t->result == CURLE_UNSUPPORTED_PROTOCOL || t->result == CURLE_URL_MALFORMAT ||
+			t->result == CURLE_TOO_MANY_REDIRECTS || t->result == CURLE_FILESIZE_EXCEEDED)
+			return V_DEAD;
+		return V_RETRY;
+	}
+	if (t->status >= 200 && t->status < 300)
+		return V_HANDLE;
+	if (t->status == 404 || t->status == 410)
+		return V_GONE;
+	appendStringInfo(why, "HTTP %ld", t->status);
+	if (t->status == 408 || t->status == 429 || t->status >= 500)
+		return V_RETRY;
+	return V_DEAD;
+}
+
+static long
+backoff_ms(Transfer *t)
+{
+	double		delay = (double) wi_backoff_base_ms;
+
+	for (int i = 1; i < t->attempt && delay < wi_backoff_max_ms; i++)
+		delay *= 2;
+	if (delay > wi_backoff_max_ms)
+		delay = wi_backoff_max_ms;
+	/* jitter: half to all of the delay */
+#if PG_VERSION_NUM >= 150000
+	delay = delay * (0.5 + 0.5 * pg_prng_double(&pg_global_prng_state));
+#else
+	delay = delay * (0.5 + 0.5 * ((double) random() / (double) MAX_RANDOM_VALUE));
+#endif
+	if (t->retry_after_s >= 0 && t->retry_after_s * 1000.0 > delay)
+		delay = t->retry_after_s * 1000.0;
+	return (long) delay;
+}
+
+static void
+record_failure(Transfer *t, Verdict verdict, const char *why, long elapsed_ms)
+{
+	static const char *sql =
+		"UPDATE webhook_ingest.jobs SET"
+		"  state = CASE WHEN $4 AND NOT refetch THEN 'dead' ELSE 'pending' END::webhook_ingest.job_state,"
+		"  attempts = CASE WHEN $4 AND refetch THEN 0 ELSE attempts END,"
+		"  next_attempt_at = CASE WHEN $4 THEN now() ELSE now() + $5 * interval '1 millisecond' END,"
+		"  finished_at = CASE WHEN $4 AND NOT refetch THEN now() END,"
+		"  refetch = false, last_status = $6, last_error = $7,"
+		"  lease_until = NULL, worker_pid = NULL, updated_at = now()"
+		" WHERE id = $1 AND state = 'running' AND attempts = $2 AND $3";
+	Oid			argtypes[7] = {INT8OID, INT4OID, BOOLOID, BOOLOID, INT8OID, INT4OID, TEXTOID};
+	Datum		args[7];
+	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	bool		dead = (verdict == V_DEAD || t->attempt >= t->max_attempts);
+	char	   *msg;
+
+	msg = psprintf("attempt %d/%d after %ld ms: %s%s", t->attempt, t->max_attempts, elapsed_ms, why,
+				   dead ? "" : psprintf("; retrying in %ld ms", backoff_ms(t)));
+	args[0] = Int64GetDatum(t->job_id);
+	args[1] = Int32GetDatum(t->attempt);
+	args[2] = BoolGetDatum(true);
+	args[3] = BoolGetDatum(dead);
+	args[4] = Int64GetDatum(dead ? 0 : backoff_ms(t));
+	args[5] = Int32GetDatum((int32) t->status);
+	nulls[5] = t->status > 0 ? ' ' : 'n';
+	args[6] = CStringGetTextDatum(msg);
+	if (SPI_execute_with_args(sql, 7, argtypes, args, nulls, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not record a failed attempt");
+	if (dead)
+		ereport(LOG,
+				(errmsg("webhook_ingest: job %lld (%s/%s) is dead", (long long) t->job_id,
+						t->source, t->external_id),
+				 errdetail("%s", msg)));
+}
+
+static char *
+handler_call_sql(Oid handler)
+{
+	return psprintf("SELECT %s($1, $2, $3)",
+					quote_qualified_identifier(get_namespace_name(get_func_namespace(handler)),
+											   get_func_name(handler)));
+}
+
+/*
+ * Run the handler (or store the document) and mark the job done, inside the
+ * caller's subtransaction.  Errors propagate to the caller.
+ */
+static void
+handle(Transfer *t, bool gone)
+{
+	static const char *handler_sql =
+		"SELECT handler FROM webhook_ingest.sources WHERE name = $1";
+	static const char *store_sql =
+		"INSERT INTO webhook_ingest.documents (source, external_id, details, fetched_at)"
+		" VALUES ($1, $2, $3, now())"
+		" ON CONFLICT (source, external_id) DO UPDATE SET details = EXCLUDED.details, fetched_at = now()";
+	static const char *done_sql =
+		"UPDATE webhook_ingest.jobs SET"
+		"  state = CASE WHEN refetch THEN 'pending' ELSE 'done' END::webhook_ingest.job_state,"
+		"  attempts = CASE WHEN refetch THEN 0 ELSE attempts END,"
+		"  finished_at = CASE WHEN refetch THEN NULL ELSE now() END,"
+		"  next_attempt_at = now(), refetch = false, last_status = $3, last_error = NULL,"
+		"  lease_until = NULL, worker_pid = NULL, updated_at = now()"
+		" WHERE id = $1 AND state = 'running' AND attempts = $2"
+		" RETURNING state::text";
+	Oid			types3[3] = {TEXTOID, JSONBOID, JSONBOID};
+	Datum		args[3];
+	char		nulls[3] = {' ', ' ', ' '};
+	Datum		details = (Datum) 0;
+	Oid			handler = InvalidOid;
+	bool		isnull;
+
+	if (!gone)
+		details = DirectFunctionCall1(jsonb_in, CStringGetDatum(t->body ? t->body : ""));
+
+	args[0] = CStringGetTextDatum(t->source);
+	if (SPI_execute_with_args(handler_sql, 1, types3, args, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the source");
+	if (SPI_processed == 1)
+	{
+		Datum		h = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+		if (!isnull)
+			handler = DatumGetObjectId(h);
+	}
+
+	args[0] = CStringGetTextDatum(t->external_id);
+	args[1] = details;
+	nulls[1] = gone ? 'n' : ' ';
+	if (OidIsValid(handler))
+	{
+		args[2] = t->payload ? DirectFunctionCall1(jsonb_in, CStringGetDatum(t->payload)) : (Datum) 0;
+		nulls[2] = t->payload ? ' ' : 'n';
+		if (SPI_execute_with_args(handler_call_sql(handler), 3, types3, args, nulls, false, 0) != SPI_OK_SELECT)
+			elog(ERROR, "handler call failed");
+	}
+	else
+	{
+		Oid			store_types[3] = {TEXTOID, TEXTOID, JSONBOID};
+		Datum		store_args[3] = {CStringGetTextDatum(t->source), args[0], details};
+		char		store_nulls[3] = {' ', ' ', gone ? 'n' : ' '};
+
+		if (SPI_execute_with_args(store_sql, 3, store_types, store_args, store_nulls, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "could not store the document");
+	}
+
+	{
+		Oid			done_types[3] = {INT8OID, INT4OID, INT4OID};
+		Datum		done_args[3] = {Int64GetDatum(t->job_id), Int32GetDatum(t->attempt),
+		Int32GetDatum((int32) t->status)};
+
+		if (SPI_execute_with_args(done_sql, 3, done_types, done_args, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
+			elog(ERROR, "could not mark the job done");
+		/* Not running under our attempt any more (cancelled, reclaimed): undo the handler's work. */
+		if (SPI_processed != 1)
+			ereport(ERROR,
+					(errmsg("job %lld changed while it was fetched", (long long) t->job_id)));
+	}
+
+	{
+		Oid			ntypes[1] = {TEXTOID};
+		Datum		nargs[1];
+
+		{
+			StringInfoData buf;
+
+			initStringInfo(&buf);
+			appendStringInfo(&buf, "{\"job_id\": %lld, \"source\": ", (long long) t->job_id);
+			escape_json(&buf, t->source);
+			appendStringInfoString(&buf, ", \"external_id\": ");
+			escape_json(&buf, t->external_id);
+			appendStringInfoChar(&buf, '}');
+			nargs[0] = CStringGetTextDatum(buf.data);
+		}
+		if (SPI_execute_with_args("SELECT pg_catalog.pg_notify('webhook_ingest_done', $1)", 1, ntypes, nargs,
+								  NULL, false, 0) != SPI_OK_SELECT)
+			elog(ERROR, "could not notify");
+	}
+}
+
+/*
+ * Complete a batch of finished transfers in one transaction.
+ */
+void
+wi_complete(List *finished, WiCounters *counters)
+{
+	ListCell   *lc;
+	MemoryContext outer = CurrentMemoryContext;
+
+	begin_tx();
+	pgstat_report_activity(STATE_RUNNING, "webhook_ingest: completing fetched jobs");
+	foreach(lc, finished)
+	{
+		Transfer   *t = (Transfer *) lfirst(lc);
+		StringInfoData why;
+		volatile Verdict verdict;
+		long		elapsed_ms = (long) (t->seconds * 1000.0);
+
+		initStringInfo(&why);
+		verdict = judge(t, &why);
+		if (verdict == V_HANDLE || verdict == V_GONE)
+		{
+			MemoryContext before = CurrentMemoryContext;
+			ResourceOwner owner = CurrentResourceOwner;
+
+			BeginInternalSubTransaction(NULL);
+			PG_TRY();
+			{
+				handle(t, verdict == V_GONE);
+				ReleaseCurrentSubTransaction();
+				MemoryContextSwitchTo(before);
+				CurrentResourceOwner = owner;
+				counters->succeeded++;
+			}
+			PG_CATCH();
+			{
+				ErrorData  *e;
+
+				MemoryContextSwitchTo(before);
+				e = CopyErrorData();
+				FlushErrorState();
+				RollbackAndReleaseCurrentSubTransaction();
+				MemoryContextSwitchTo(before);
+				CurrentResourceOwner = owner;
+				appendStringInfo(&why, "%s: %s", verdict == V_GONE ? "handler (object gone)" : "handler", e->message);
+				FreeErrorData(e);
+				counters->handler_errors++;
+				record_failure(t, V_RETRY, why.data, elapsed_ms);
+			}
+			PG_END_TRY();
+		}
+		else
+		{
+			record_failure(t, verdict, why.data, elapsed_ms);
+			counters->failed++;
+		}
+	}
+	end_tx();
+	MemoryContextSwitchTo(outer);
+}

@@ -1,0 +1,25 @@
+/*
+ * job_store.h
+ *		The worker's SQL (job_store.c).
+ */
+#ifndef WI_JOB_STORE_H
+#define WI_JOB_STORE_H
+
+#include "postgres.h"
+
+#include "nodes/pg_list.h"
+
+typedef struct WiCounters
+{
+	int64		claimed;
+	int64		succeeded;
+	int64		failed;
+	int64		handler_errors;
+} WiCounters;
+
+extern bool wi_extension_ready(void);
+extern int	wi_reclaim_running(void);
+extern List *wi_claim(int max_jobs, int lease_s, MemoryContext cxt);
+extern void wi_complete(List *finished, WiCounters *counters);
+
+#endif							/* WI_JOB_STORE_H */

@@ -1,0 +1,222 @@
+/*
+ * worker.c
+ *		The background worker's life: registration, signals, waiting for the
+ *		extension and for the end of recovery, and the loop that keeps up to
+ *		webhook_ingest.max_concurrent_requests fetches in flight - claiming
+ *		more as slots free up, driving libcurl from one WaitEventSet beside
+ *		the latch and postmaster death, and completing finished fetches in
+ *		batches.  No transaction is open while transfers run.
+ */
+#include "postgres.h"
+
+#include <limits.h>
+#include <sys/resource.h>
+
+#include "access/xlog.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/fd.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "tcop/tcopprot.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+
+#include "webhook_ingest.h"
+#include "http.h"
+#include "job_store.h"
+
+PGDLLEXPORT void webhook_ingest_worker_main(Datum arg);
+
+/* Sockets this process keeps for itself besides curl's. */
+#define WI_RESERVED_FDS		100
+
+void
+wi_register_worker(void)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	/* Not on a standby: the postmaster starts it once recovery has ended. */
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = 5;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "webhook_ingest");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "webhook_ingest_worker_main");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "webhook_ingest worker");
+	snprintf(worker.bgw_type, BGW_MAXLEN, "webhook_ingest worker");
+	RegisterBackgroundWorker(&worker);
+}
+
+/*
+ * Raise the soft file limit toward the hard one; every transfer holds a
+ * socket.  Returns how many transfers the limit allows.
+ */
+static int
+transfers_allowed_by_file_limit(void)
+{
+	struct rlimit rl;
+	int			allowed;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return wi_max_concurrent_requests;
+	if (rl.rlim_cur < rl.rlim_max)
+	{
+		rlim_t		old = rl.rlim_cur;
+
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+			rl.rlim_cur = old;
+	}
+	allowed = (int) Min((rlim_t) INT_MAX, rl.rlim_cur) - max_files_per_process - WI_RESERVED_FDS;
+	allowed = Max(allowed, 1);
+	ereport(LOG,
+			(errmsg("webhook_ingest worker: file limit %lu, up to %d transfers in flight",
+					(unsigned long) rl.rlim_cur, Min(allowed, wi_max_concurrent_requests))));
+	return allowed;
+}
+
+static void
+wait_for(long timeout_ms)
+{
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, timeout_ms, PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+	if (ConfigReloadPending)
+	{
+		ConfigReloadPending = false;
+		ProcessConfigFile(PGC_SIGHUP);
+	}
+}
+
+void
+webhook_ingest_worker_main(Datum arg)
+{
+	MemoryContext job_cxt;
+	WaitEventSet *wait_set;
+	WiCounters	counters = {0};
+	int			fd_cap;
+	bool		claim_now = true;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+
+	BackgroundWorkerInitializeConnection(wi_database, NULL, 0);
+	pgstat_report_appname("webhook_ingest worker");
+	wi_shmem_register_worker();
+
+	/* Nothing to do until the extension exists in this database. */
+	while (!wi_extension_ready())
+		wait_for(wi_poll_interval_ms * 10L);
+
+	fd_cap = transfers_allowed_by_file_limit();
+	wi_http_init(wi_max_host_connections);
+
+	{
+		int			n = wi_reclaim_running();
+
+		if (n > 0)
+			ereport(LOG, (errmsg("webhook_ingest worker: reclaimed %d jobs left running by a previous worker", n)));
+	}
+
+	job_cxt = AllocSetContextCreate(TopMemoryContext, "webhook_ingest jobs", ALLOCSET_DEFAULT_SIZES);
+	wait_set = CreateWaitEventSet(TopMemoryContext, 3);
+	AddWaitEventToSet(wait_set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	AddWaitEventToSet(wait_set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	AddWaitEventToSet(wait_set, WL_SOCKET_READABLE, wi_http_epoll_fd(), NULL, NULL);
+
+	for (;;)
+	{
+		WaitEvent	events[3];
+		int			nevents;
+		long		timeout;
+		List	   *finished = NIL;
+		Transfer   *t;
+		int			capacity;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+			wi_http_set_host_limit(wi_max_host_connections);
+		}
+
+		/* Refill: claim as many due jobs as there are free slots. */
+		capacity = Min(wi_max_concurrent_requests, fd_cap) - wi_http_in_flight();
+		if (claim_now && capacity > 0)
+		{
+			List	   *claimed = wi_claim(capacity, wi_lease_timeout_s, job_cxt);
+			ListCell   *lc;
+
+			claim_now = (list_length(claimed) == capacity);
+			counters.claimed += list_length(claimed);
+			foreach(lc, claimed)
+			{
+				const char *error;
+
+				t = (Transfer *) lfirst(lc);
+				t->max_body = (size_t) wi_max_response_size_kb * 1024;
+				t->started = GetCurrentTimestamp();
+				if (!wi_http_start(t, wi_connect_timeout_ms, &error))
+				{
+					/* Counts as a failed attempt; the lease brings it back. */
+					ereport(WARNING, (errmsg("webhook_ingest worker: %s", error)));
+					t->result = CURLE_FAILED_INIT;
+					finished = lappend(finished, t);
+				}
+			}
+			list_free(claimed);
+			if (claimed != NIL)
+				wi_http_on_timer();		/* let curl start the new transfers */
+		}
+
+		/* Complete what has finished, in one transaction. */
+		while ((t = wi_http_finished()) != NULL)
+			finished = lappend(finished, t);
+		if (finished != NIL)
+		{
+			ListCell   *lc;
+
+			wi_complete(finished, &counters);
+			foreach(lc, finished)
+			{
+				t = (Transfer *) lfirst(lc);
+				wi_http_release(t);
+				pfree(t->source);
+				pfree(t->external_id);
+				if (t->payload)
+					pfree(t->payload);
+				pfree(t->url);
+				pfree(t);
+			}
+			list_free(finished);
+			/* Slots are free, and refetches may be due now. */
+			claim_now = true;
+			continue;
+		}
+
+		/* Wait for the latch, curl's sockets, curl's timer, or the poll. */
+		timeout = wi_http_timeout_ms();
+		if (timeout < 0 || timeout > wi_poll_interval_ms)
+			timeout = wi_poll_interval_ms;
+		nevents = WaitEventSetWait(wait_set, timeout, events, lengthof(events), PG_WAIT_EXTENSION);
+		if (nevents == 0)
+			claim_now = true;	/* the poll: rows written another way, retries now due */
+		for (int i = 0; i < nevents; i++)
+		{
+			if (events[i].events & WL_LATCH_SET)
+			{
+				ResetLatch(MyLatch);
+				claim_now = true;
+			}
+			if (events[i].events & WL_SOCKET_READABLE)
+				wi_http_on_sockets();
+		}
+		if (wi_http_timeout_ms() == 0)
+			wi_http_on_timer();
+	}
+}
