@@ -40,13 +40,19 @@ include $(PGXS)
 PROVE_FLAGS = -v
 
 # One suite at a time, so test/run can count and report each.
-.PHONY: regress-suite isolation-suite tap-suite test demo bench-enqueue
+.PHONY: regress-suite isolation-suite tap-suite worker-suite test demo bench-enqueue
 regress-suite:
 	$(pg_regress_installcheck) $(REGRESS_OPTS) $(REGRESS)
 isolation-suite:
 	$(pg_isolation_regress_installcheck) $(ISOLATION_OPTS) $(ISOLATION)
 tap-suite:
 	$(prove_installcheck)
+# The worker against test/upstream.py (test/run starts it on 127.0.0.1:58080).
+WORKER_REGRESS = $(patsubst test/worker/sql/%.sql,%,$(sort $(wildcard test/worker/sql/*.sql)))
+worker-suite:
+	$(pg_regress_installcheck) --inputdir=test/worker --outputdir=$(CURDIR)/test/worker \
+		--temp-instance=$(TEST_TEMP_INSTANCE)_worker --temp-config=$(CURDIR)/test/worker/worker.conf \
+		--dbname=webhook_worker --load-extension=$(EXTENSION) $(WORKER_REGRESS)
 
 test:
 	bash test/run

@@ -177,7 +177,7 @@ typedef enum Verdict
 static Verdict
 judge(Transfer *t, StringInfo why)
 {
-	if (t->too_big)
+	if (t->too_big || t->result == CURLE_FILESIZE_EXCEEDED)
 	{
 		appendStringInfo(why, "response body over webhook_ingest.max_response_size (%zu bytes)",
 						 t->max_body);
@@ -185,8 +185,9 @@ judge(Transfer *t, StringInfo why)
 	}
 	if (t->result != CURLE_OK)
 	{
-		appendStringInfo(why, "%s: %s", curl_easy_strerror(t->result),
-						 t->errbuf[0] ? t->errbuf : "no detail");
+		appendStringInfoString(why, curl_easy_strerror(t->result));
+		if (t->errbuf[0] && strcmp(t->errbuf, curl_easy_strerror(t->result)) != 0)
+			appendStringInfo(why, ": %s", t->errbuf);
 		if (t->result == CURLE_UNSUPPORTED_PROTOCOL || t->result == CURLE_URL_MALFORMAT ||
 			t->result == CURLE_TOO_MANY_REDIRECTS || t->result == CURLE_FILESIZE_EXCEEDED)
 			return V_DEAD;

@@ -13,7 +13,9 @@ $node->init;
 $node->append_conf('postgresql.conf', "shared_preload_libraries = 'webhook_ingest'\nmax_connections = 40");
 $node->start;
 
-$node->safe_psql('postgres', q{
+$node->safe_psql('postgres', 'CREATE DATABASE app');
+# The worker serves database postgres; these tests exercise intake alone, in app.
+$node->safe_psql('app', q{
 	CREATE EXTENSION webhook_ingest;
 	SELECT webhook_ingest.add_source('stress', 'http://127.0.0.1:9/o/{external_id}');
 	CREATE TABLE stress_log (ev text, outcome text);
@@ -51,36 +53,34 @@ UPDATE webhook_ingest.jobs j
        refetch = false
   FROM fin WHERE j.id = fin.id;
 },
-	});
+	},
+	'app');
 
-is($node->safe_psql('postgres', q{
+is($node->safe_psql('app', q{
 	SELECT count(*) FROM (SELECT ev FROM stress_log WHERE outcome <> 'duplicate' AND ev IS NOT NULL
 	                       GROUP BY ev HAVING count(*) > 1) s}),
 	'0', 'each event id accepted at most once');
-is($node->safe_psql('postgres', q{
+is($node->safe_psql('app', q{
 	SELECT (SELECT count(DISTINCT ev) FROM stress_log WHERE ev IS NOT NULL)
 	     = (SELECT count(*) FROM webhook_ingest.events WHERE source = 'stress')}),
 	't', 'every event id delivered is remembered exactly once');
-ok($node->safe_psql('postgres', q{SELECT count(*) FROM stress_log WHERE outcome = 'duplicate'}) > 0,
+ok($node->safe_psql('app', q{SELECT count(*) FROM stress_log WHERE outcome = 'duplicate'}) > 0,
 	'redeliveries were seen as duplicates');
-is($node->safe_psql('postgres', q{
+is($node->safe_psql('app', q{
 	SELECT count(*) FROM (SELECT external_id FROM webhook_ingest.jobs
 	                       WHERE state IN ('pending', 'running')
 	                       GROUP BY external_id HAVING count(*) > 1) s}),
 	'0', 'never more than one active job per object');
-is($node->safe_psql('postgres', q{
+is($node->safe_psql('app', q{
 	SELECT count(*) FROM webhook_ingest.jobs WHERE refetch AND state <> 'running'}),
 	'0', 'only running jobs carry a refetch flag');
 
 # Every accepted webhook is served by exactly one job: the jobs' webhook
 # counts add up to the accepted deliveries (with and without event ids).
-my $accepted = $node->safe_psql('postgres',
-	q{SELECT count(*) FROM stress_log WHERE outcome <> 'duplicate'});
-my $absorbed = $node->safe_psql('postgres',
-	q{SELECT sum(events) FROM webhook_ingest.jobs WHERE source = 'stress'});
+my $accepted = $node->safe_psql('app', q{SELECT count(*) FROM stress_log WHERE outcome <> 'duplicate'});
+my $absorbed = $node->safe_psql('app', q{SELECT sum(events) FROM webhook_ingest.jobs WHERE source = 'stress'});
 is($absorbed, $accepted, 'the jobs absorbed exactly the accepted webhooks');
-my $outcomes = $node->safe_psql('postgres',
-	q{SELECT string_agg(DISTINCT outcome, ',' ORDER BY outcome) FROM stress_log});
+my $outcomes = $node->safe_psql('app', q{SELECT string_agg(DISTINCT outcome, ',' ORDER BY outcome) FROM stress_log});
 is($outcomes, 'coalesced,duplicate,queued,requeued', 'all four outcomes occurred under load');
 
 $node->stop;

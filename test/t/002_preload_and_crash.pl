@@ -20,7 +20,9 @@ my $node = PostgreSQL::Test::Cluster->new('crash');
 $node->init;
 $node->append_conf('postgresql.conf', "shared_preload_libraries = 'webhook_ingest'");
 $node->start;
-$node->safe_psql('postgres', q{
+$node->safe_psql('postgres', 'CREATE DATABASE app');
+# The worker serves database postgres; these tests exercise intake alone, in app.
+$node->safe_psql('app', q{
 	CREATE EXTENSION webhook_ingest;
 	SELECT webhook_ingest.add_source('crash', 'http://127.0.0.1:9/o/{external_id}');
 	SELECT count(*) FROM (SELECT webhook_ingest.enqueue('crash', 'obj-' || i, NULL, 'ev-' || i)
@@ -28,22 +30,20 @@ $node->safe_psql('postgres', q{
 });
 
 # A transaction that enqueued but had not committed when the server went down.
-my $open = $node->background_psql('postgres');
+my $open = $node->background_psql('app');
 $open->query_safe(q{BEGIN});
 $open->query_safe(q{SELECT webhook_ingest.enqueue('crash', 'obj-uncommitted', NULL, 'ev-uncommitted')});
 $node->stop('immediate');
 $open->quit;
 $node->start;
 
-is($node->safe_psql('postgres', q{SELECT count(*) FROM webhook_ingest.jobs WHERE state = 'pending'}),
+is($node->safe_psql('app', q{SELECT count(*) FROM webhook_ingest.jobs WHERE state = 'pending'}),
 	'100', 'every committed job survived the crash');
-is($node->safe_psql('postgres', q{SELECT count(*) FROM webhook_ingest.events}),
+is($node->safe_psql('app', q{SELECT count(*) FROM webhook_ingest.events}),
 	'100', 'every committed event id survived the crash');
-is($node->safe_psql('postgres',
-	q{SELECT outcome FROM webhook_ingest.enqueue('crash', 'obj-7', NULL, 'ev-7')}),
+is($node->safe_psql('app', q{SELECT outcome FROM webhook_ingest.enqueue('crash', 'obj-7', NULL, 'ev-7')}),
 	'duplicate', 'a redelivery after the crash is still a duplicate');
-is($node->safe_psql('postgres',
-	q{SELECT outcome FROM webhook_ingest.enqueue('crash', 'obj-uncommitted', NULL, 'ev-uncommitted')}),
+is($node->safe_psql('app', q{SELECT outcome FROM webhook_ingest.enqueue('crash', 'obj-uncommitted', NULL, 'ev-uncommitted')}),
 	'queued', 'the uncommitted delivery left nothing behind');
 
 $node->stop;

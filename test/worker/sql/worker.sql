@@ -1,0 +1,143 @@
+-- The worker against a real HTTP server on 127.0.0.1:58080 (test/upstream.py).
+\set VERBOSITY terse
+\set SHOW_CONTEXT never
+
+-- Wait (up to 60 s) until a query returns true.
+CREATE FUNCTION wait_until(condition text, timeout interval DEFAULT '60 s') RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+    deadline timestamptz := clock_timestamp() + timeout;
+    ok boolean;
+BEGIN
+    LOOP
+        PERFORM pg_stat_clear_snapshot();
+        EXECUTE condition INTO ok;
+        IF ok THEN RETURN true; END IF;
+        IF clock_timestamp() > deadline THEN RETURN false; END IF;
+        PERFORM pg_sleep(0.02);
+    END LOOP;
+END $$;
+
+-- The seeds' example: a post with its tags and categories, written by the handler.
+CREATE TABLE posts (id text PRIMARY KEY, title text);
+CREATE TABLE post_tags (post_id text REFERENCES posts ON DELETE CASCADE, tag text, PRIMARY KEY (post_id, tag));
+CREATE TABLE post_categories (post_id text REFERENCES posts ON DELETE CASCADE, category text,
+                              PRIMARY KEY (post_id, category));
+CREATE TABLE handler_calls (external_id text, gone boolean, payload jsonb);
+CREATE FUNCTION store_post(external_id text, details jsonb, payload jsonb) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO handler_calls VALUES (external_id, details IS NULL, payload);
+    IF details IS NULL THEN
+        DELETE FROM posts WHERE id = external_id;
+        RETURN;
+    END IF;
+    INSERT INTO posts (id, title) VALUES (external_id, details->>'title')
+    ON CONFLICT (id) DO UPDATE SET title = EXCLUDED.title;
+    DELETE FROM post_tags WHERE post_id = external_id;
+    INSERT INTO post_tags SELECT external_id, jsonb_array_elements_text(details->'tags');
+    DELETE FROM post_categories WHERE post_id = external_id;
+    INSERT INTO post_categories SELECT external_id, jsonb_array_elements_text(details->'categories');
+    IF external_id LIKE 'explode%' THEN
+        RAISE EXCEPTION 'handler refused %', external_id;
+    END IF;
+END $$;
+
+SELECT webhook_ingest.add_source('blog', 'http://127.0.0.1:58080/posts/{external_id}', 'store_post(text,jsonb,jsonb)',
+                                 max_attempts => 2);
+
+-- the worker is up and shows itself
+SELECT wait_until($$SELECT EXISTS (SELECT FROM pg_stat_activity WHERE backend_type = 'webhook_ingest worker')$$);
+SELECT application_name, datname FROM pg_stat_activity WHERE backend_type = 'webhook_ingest worker';
+
+-- happy path: fetched, handled, done, in one go
+SELECT outcome FROM webhook_ingest.enqueue('blog', 'p1', '{"action": "created"}', 'e1');
+SELECT outcome FROM webhook_ingest.enqueue('blog', 'p2', NULL, 'e2');
+SELECT wait_until($$SELECT count(*) = 2 FROM webhook_ingest.jobs WHERE source = 'blog' AND state = 'done'$$);
+SELECT id, title FROM posts ORDER BY id;
+SELECT post_id, tag FROM post_tags ORDER BY 1, 2;
+SELECT post_id, category FROM post_categories ORDER BY 1, 2;
+SELECT external_id, state, attempts, last_status, last_error, finished_at IS NOT NULL AS finished,
+       lease_until, worker_pid
+  FROM webhook_ingest.jobs WHERE source = 'blog' ORDER BY external_id;
+SELECT external_id, gone, payload FROM handler_calls ORDER BY external_id;
+
+-- a webhook while the fetch runs: requeued, fetched once more, never twice at once
+SELECT webhook_ingest.add_source('slowblog', 'http://127.0.0.1:58080/posts/{external_id}?delay_ms=400',
+                                 'store_post(text,jsonb,jsonb)');
+TRUNCATE handler_calls;
+SELECT outcome FROM webhook_ingest.enqueue('slowblog', 'p3', '{"v": 1}');
+SELECT wait_until($$SELECT state = 'running' FROM webhook_ingest.jobs WHERE source = 'slowblog'$$);
+SELECT outcome FROM webhook_ingest.enqueue('slowblog', 'p3', '{"v": 2}');
+SELECT outcome FROM webhook_ingest.enqueue('slowblog', 'p3', '{"v": 3}');
+SELECT wait_until($$SELECT state = 'done' FROM webhook_ingest.jobs WHERE source = 'slowblog'$$);
+SELECT external_id, payload FROM handler_calls ORDER BY payload->>'v';
+SELECT state, events, refetch, attempts FROM webhook_ingest.jobs WHERE source = 'slowblog';
+
+-- 404: the handler hears the object is gone (details NULL), and the job is done
+SELECT webhook_ingest.add_source('gone', 'http://127.0.0.1:58080/gone/{external_id}', 'store_post(text,jsonb,jsonb)');
+SELECT outcome FROM webhook_ingest.enqueue('gone', 'p1');
+SELECT wait_until($$SELECT state = 'done' FROM webhook_ingest.jobs WHERE source = 'gone'$$);
+SELECT state, last_status FROM webhook_ingest.jobs WHERE source = 'gone';
+SELECT count(*) AS p1_left FROM posts WHERE id = 'p1';
+
+-- a failing handler rolls back its own writes only; retried, then dead
+SELECT outcome FROM webhook_ingest.enqueue('blog', 'explode-1');
+SELECT outcome FROM webhook_ingest.enqueue('blog', 'p4');
+SELECT wait_until($$SELECT state = 'dead' FROM webhook_ingest.jobs WHERE external_id = 'explode-1'$$);
+SELECT wait_until($$SELECT state = 'done' FROM webhook_ingest.jobs WHERE external_id = 'p4'$$);
+SELECT count(*) AS exploded_rows FROM posts WHERE id = 'explode-1';
+SELECT count(*) AS p4_rows FROM posts WHERE id = 'p4';
+SELECT attempts, last_error LIKE 'attempt 2/2 after % ms: handler: handler refused explode-1' AS says_why
+  FROM webhook_ingest.jobs WHERE external_id = 'explode-1';
+
+-- 503 twice, then 200: retried with backoff, then done
+SELECT webhook_ingest.add_source('flaky', 'http://127.0.0.1:58080/flaky/{external_id}', max_attempts => 5);
+SELECT outcome FROM webhook_ingest.enqueue('flaky', 'f1');
+SELECT wait_until($$SELECT state = 'done' FROM webhook_ingest.jobs WHERE source = 'flaky'$$);
+SELECT state, attempts, last_status FROM webhook_ingest.jobs WHERE source = 'flaky';
+-- without a handler the document is stored
+SELECT source, external_id, details FROM webhook_ingest.documents WHERE source = 'flaky';
+
+-- 500 every time: dead after max_attempts, saying why
+SELECT webhook_ingest.add_source('broken', 'http://127.0.0.1:58080/error/{external_id}', max_attempts => 3);
+SELECT outcome FROM webhook_ingest.enqueue('broken', 'b1');
+SELECT wait_until($$SELECT state = 'dead' FROM webhook_ingest.jobs WHERE source = 'broken'$$);
+SELECT state, attempts, last_status, last_error LIKE 'attempt 3/3 after % ms: HTTP 500' AS says_why,
+       finished_at IS NOT NULL AS finished
+  FROM webhook_ingest.jobs WHERE source = 'broken';
+
+-- permanent failures end at once: 400, a body that is too big, a redirect to ftp://
+SELECT webhook_ingest.add_source('badreq', 'http://127.0.0.1:58080/badrequest/{external_id}');
+SELECT webhook_ingest.add_source('big', 'http://127.0.0.1:58080/big/{external_id}');
+SELECT webhook_ingest.add_source('redirect', 'http://127.0.0.1:58080/redirect/{external_id}');
+SELECT outcome FROM webhook_ingest.enqueue('badreq', 'x');
+SELECT outcome FROM webhook_ingest.enqueue('big', 'x');
+SELECT outcome FROM webhook_ingest.enqueue('redirect', 'x');
+SELECT wait_until($$SELECT count(*) = 3 FROM webhook_ingest.jobs
+                    WHERE source IN ('badreq', 'big', 'redirect') AND state = 'dead'$$);
+SELECT source, state, attempts, last_status,
+       regexp_replace(last_error, 'after \d+ ms', 'after N ms') AS last_error
+  FROM webhook_ingest.jobs WHERE source IN ('badreq', 'big', 'redirect') ORDER BY source;
+
+-- a body that is not JSON and a timeout are failed attempts (max_attempts 1 here)
+SELECT webhook_ingest.add_source('invalid', 'http://127.0.0.1:58080/invalid/{external_id}', max_attempts => 1);
+SELECT webhook_ingest.add_source('slow', 'http://127.0.0.1:58080/slow/{external_id}', timeout_ms => 300,
+                                 max_attempts => 1);
+SELECT outcome FROM webhook_ingest.enqueue('invalid', 'x');
+SELECT outcome FROM webhook_ingest.enqueue('slow', 'x');
+SELECT wait_until($$SELECT count(*) = 2 FROM webhook_ingest.jobs
+                    WHERE source IN ('invalid', 'slow') AND state = 'dead'$$);
+SELECT source, state, last_error LIKE '%invalid input syntax for type json%' AS not_json,
+       last_error LIKE '%Timeout was reached%' AS timed_out
+  FROM webhook_ingest.jobs WHERE source IN ('invalid', 'slow') ORDER BY source;
+
+-- 429 with Retry-After: 1 is honoured
+SELECT webhook_ingest.add_source('throttle', 'http://127.0.0.1:58080/throttle/{external_id}');
+SELECT outcome FROM webhook_ingest.enqueue('throttle', 't1');
+SELECT wait_until($$SELECT state = 'done' FROM webhook_ingest.jobs WHERE source = 'throttle'$$);
+SELECT attempts, finished_at - created_at >= interval '1 s' AS waited_retry_after
+  FROM webhook_ingest.jobs WHERE source = 'throttle';
+
+-- nothing is left running or leased
+SELECT count(*) AS running FROM webhook_ingest.jobs WHERE state = 'running' OR lease_until IS NOT NULL;
