@@ -24,7 +24,10 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "miscadmin.h"
 #include "storage/lmgr.h"
+#include "tcop/tcopprot.h"
+#include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
@@ -213,7 +216,7 @@ enqueue_direct(text *source, text *external_id, Datum payload, bool payload_null
 		if (result == WRITE_EXISTED)
 		{
 			wi_write_end(estate);
-			*job_id_null = !wi_active_job(wi_lookup_snapshot(), source, external_id, job_id);
+			*job_id_null = !wi_active_job(source, external_id, job_id);
 			*outcome = OUTCOME_DUPLICATE;
 			return true;
 		}
@@ -244,6 +247,8 @@ webhook_ingest_enqueue(PG_FUNCTION_ARGS)
 	EnqueueOutcome outcome = OUTCOME_QUEUED;
 
 	/* Check everything before touching anything. */
+	PreventCommandIfReadOnly("webhook_ingest.enqueue()");
+	PreventCommandIfParallelMode("webhook_ingest.enqueue()");
 	wi_check_not_null(PG_ARGISNULL(0), "source");
 	wi_check_not_null(PG_ARGISNULL(1), "external_id");
 	source = PG_GETARG_TEXT_PP(0);

@@ -18,6 +18,8 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "common/int.h"
 #include "catalog/namespace.h"
 #include "commands/sequence.h"
 #include "executor/executor.h"
@@ -28,6 +30,7 @@
 #include "utils/fmgroids.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -45,6 +48,12 @@ enum
 	JOB_UPDATED_AT, JOB_NEXT_ATTEMPT_AT, JOB_LEASE_UNTIL, JOB_WORKER_PID,
 	JOB_FINISHED_AT, JOB_NATTS
 };
+static const Oid job_types[JOB_NATTS] = {
+	INT8OID, TEXTOID, TEXTOID, InvalidOid /* the job_state enum */ , JSONBOID, INT4OID,
+	BOOLOID, INT4OID, TEXTOID, INT4OID, TIMESTAMPTZOID,
+	TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT4OID,
+	TIMESTAMPTZOID
+};
 static const char *const job_columns[JOB_NATTS] = {
 	"id", "source", "external_id", "state", "payload", "events",
 	"refetch", "attempts", "last_error", "last_status", "created_at",
@@ -57,6 +66,7 @@ enum
 	EVENT_SOURCE, EVENT_EVENT_ID, EVENT_RECEIVED_AT, EVENT_NATTS
 };
 static const char *const event_columns[EVENT_NATTS] = {"source", "event_id", "received_at"};
+static const Oid event_types[EVENT_NATTS] = {TEXTOID, TEXTOID, TIMESTAMPTZOID};
 
 /* One table being written: its relation, result info and a scratch slot. */
 typedef struct WriteTarget
@@ -81,6 +91,7 @@ typedef struct QueueRelids
 	Oid			jobs_id_seq;
 	Oid			events;
 	Oid			events_pkey;
+	bool		direct_ok;		/* jobs and events are as queue_write.c writes them */
 } QueueRelids;
 
 static QueueRelids relids;
@@ -104,6 +115,31 @@ schema_relid(Oid nsp, const char *name)
 	return relid;
 }
 
+/*
+ * True when the relation has exactly these columns, in this order and of
+ * these types (InvalidOid: any enum), and nothing that a direct write would
+ * bypass: triggers, rules, check constraints, row security.
+ */
+static bool
+table_fits(Oid relid, const char *const *names, const Oid *types, int n)
+{
+	Relation	rel = table_open(relid, AccessShareLock);
+	TupleDesc	desc = RelationGetDescr(rel);
+	bool		fits;
+
+	fits = desc->natts == n && rel->trigdesc == NULL && rel->rd_rules == NULL &&
+		!rel->rd_rel->relrowsecurity && (desc->constr == NULL || desc->constr->num_check == 0);
+	for (int i = 0; fits && i < n; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+
+		fits = !att->attisdropped && strcmp(NameStr(att->attname), names[i]) == 0 &&
+			(OidIsValid(types[i]) ? att->atttypid == types[i] : type_is_enum(att->atttypid));
+	}
+	table_close(rel, AccessShareLock);
+	return fits;
+}
+
 static const QueueRelids *
 queue_relids(void)
 {
@@ -114,9 +150,13 @@ queue_relids(void)
 		CacheRegisterRelcacheCallback(forget_relids, (Datum) 0);
 		registered = true;
 	}
-	if (!relids.valid)
+	/* Lookups may process invalidations: repeat until one pass stays valid. */
+	while (!relids.valid)
 	{
-		Oid			nsp = get_namespace_oid(WI_SCHEMA_NAME, false);
+		Oid			nsp;
+
+		relids.valid = true;
+		nsp = get_namespace_oid(WI_SCHEMA_NAME, false);
 
 		relids.sources = schema_relid(nsp, "sources");
 		relids.sources_pkey = schema_relid(nsp, "sources_pkey");
@@ -125,7 +165,8 @@ queue_relids(void)
 		relids.jobs_id_seq = schema_relid(nsp, "jobs_id_seq");
 		relids.events = schema_relid(nsp, "events");
 		relids.events_pkey = schema_relid(nsp, "events_pkey");
-		relids.valid = true;
+		relids.direct_ok = table_fits(relids.jobs, job_columns, job_types, JOB_NATTS) &&
+			table_fits(relids.events, event_columns, event_types, EVENT_NATTS);
 	}
 	return &relids;
 }
@@ -153,31 +194,10 @@ wi_lock_jobs(void)
 		LockRelationOid(queue_relids()->jobs, RowExclusiveLock);
 }
 
-/*
- * True when the relation has exactly the named columns in this order, so
- * a tuple built here fills every column.
- */
-static bool
-columns_match(Relation rel, const char *const *names, int n)
-{
-	TupleDesc	desc = RelationGetDescr(rel);
-
-	if (desc->natts != n)
-		return false;
-	for (int i = 0; i < n; i++)
-	{
-		Form_pg_attribute att = TupleDescAttr(desc, i);
-
-		if (att->attisdropped || strcmp(NameStr(att->attname), names[i]) != 0)
-			return false;
-	}
-	return true;
-}
-
 bool
 wi_direct_write_possible(void)
 {
-	return !IsolationUsesXactSnapshot();
+	return !IsolationUsesXactSnapshot() && queue_relids()->direct_ok;
 }
 
 static void
@@ -268,10 +288,11 @@ insert_unless_conflict(WriteTarget *t, EState *estate, List *arbiters, ItemPoint
  * returns an int8 column of it.  The snapshot is the caller's fresh one.
  */
 static bool
-probe(Oid relid, Oid indexid, Snapshot snapshot, ScanKeyData *keys, int nkeys,
-	  AttrNumber int8_attno, int64 *int8_value)
+probe(Oid relid, Oid indexid, ScanKeyData *keys, int nkeys, AttrNumber int8_attno, int64 *int8_value)
 {
 	Relation	rel = table_open(relid, AccessShareLock);
+	/* Taken after the open, which may process invalidations. */
+	Snapshot	snapshot = GetLatestSnapshot();
 	SysScanDesc scan;
 	HeapTuple	tuple;
 	bool		found;
@@ -286,40 +307,34 @@ probe(Oid relid, Oid indexid, Snapshot snapshot, ScanKeyData *keys, int nkeys,
 		*int8_value = DatumGetInt64(heap_getattr(tuple, int8_attno, RelationGetDescr(rel), &isnull));
 	}
 	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
+	table_close(rel, NoLock);
 	return found;
 }
 
-/*
- * A snapshot taken now, after wi_lock_jobs(), for the lookups of one call.
- */
-Snapshot
-wi_lookup_snapshot(void)
-{
-	return GetLatestSnapshot();
-}
-
 bool
-wi_source_exists(Snapshot snapshot, text *source)
+wi_source_exists(text *source)
 {
 	ScanKeyData key;
 
 	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_TEXTEQ, PointerGetDatum(source));
-	return probe(queue_relids()->sources, queue_relids()->sources_pkey, snapshot, &key, 1, 0, NULL);
+	return probe(queue_relids()->sources, queue_relids()->sources_pkey, &key, 1, 0, NULL);
 }
 
 /*
  * The id of the object's pending or running job, if it has one.
  */
 bool
-wi_active_job(Snapshot snapshot, text *source, text *external_id, int64 *job_id)
+wi_active_job(text *source, text *external_id, int64 *job_id)
 {
 	ScanKeyData keys[2];
 
+	/* Without the partial index a heap scan would find finished jobs too. */
+	if (IgnoreSystemIndexes)
+		return false;
+
 	ScanKeyInit(&keys[0], JOB_SOURCE + 1, BTEqualStrategyNumber, F_TEXTEQ, PointerGetDatum(source));
 	ScanKeyInit(&keys[1], JOB_EXTERNAL_ID + 1, BTEqualStrategyNumber, F_TEXTEQ, PointerGetDatum(external_id));
-	return probe(queue_relids()->jobs, queue_relids()->jobs_active_object, snapshot, keys, 2,
-				 JOB_ID + 1, job_id);
+	return probe(queue_relids()->jobs, queue_relids()->jobs_active_object, keys, 2, JOB_ID + 1, job_id);
 }
 
 WriteResult
@@ -330,9 +345,6 @@ wi_remember_event(EState *estate, text *source, text *event_id)
 	WriteResult result;
 
 	open_target(&t, queue_relids()->events, estate);
-	if (!columns_match(t.rel, event_columns, EVENT_NATTS))
-		result = WRITE_NOT_POSSIBLE;
-	else
 	{
 		Datum	   *values = t.slot->tts_values;
 		bool	   *isnull = t.slot->tts_isnull;
@@ -405,7 +417,15 @@ absorb_into_job(WriteTarget *t, EState *estate, ItemPointer tid, Datum payload, 
 		values[JOB_PAYLOAD] = payload;
 		isnull[JOB_PAYLOAD] = false;
 	}
-	values[JOB_EVENTS] = Int32GetDatum(DatumGetInt32(values[JOB_EVENTS]) + 1);
+	{
+		int32		events;
+
+		if (pg_add_s32_overflow(DatumGetInt32(values[JOB_EVENTS]), 1, &events))
+			ereport(ERROR,
+					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+					 errmsg("job %lld has absorbed too many webhooks", (long long) *job_id)));
+		values[JOB_EVENTS] = Int32GetDatum(events);
+	}
 	values[JOB_REFETCH] = BoolGetDatum(DatumGetBool(values[JOB_REFETCH]) || *was_running);
 	values[JOB_UPDATED_AT] = TimestampTzGetDatum(now);
 	ExecStoreVirtualTuple(t->slot);
@@ -438,11 +458,6 @@ wi_upsert_job(EState *estate, text *source, text *external_id, Datum payload, bo
 	Datum		running;
 
 	open_target(&t, queue_relids()->jobs, estate);
-	if (!columns_match(t.rel, job_columns, JOB_NATTS))
-	{
-		close_target(&t);
-		return WRITE_NOT_POSSIBLE;
-	}
 	arbiters = list_make1_oid(queue_relids()->jobs_active_object);
 	state_type = TupleDescAttr(RelationGetDescr(t.rel), JOB_STATE)->atttypid;
 	pending = enum_value(state_type, "pending");
@@ -455,6 +470,7 @@ wi_upsert_job(EState *estate, text *source, text *external_id, Datum payload, bo
 		TimestampTz now = GetCurrentTransactionStartTimestamp();
 		ItemPointerData conflict_tid;
 
+		CHECK_FOR_INTERRUPTS();
 		ExecClearTuple(t.slot);
 		memset(isnull, true, sizeof(bool) * JOB_NATTS);
 		values[JOB_ID] = Int64GetDatum(0);	/* set below, once we know we insert */
@@ -532,21 +548,15 @@ wi_lock_jobs(void)
 					RowExclusiveLock);
 }
 
-Snapshot
-wi_lookup_snapshot(void)
-{
-	return GetLatestSnapshot();
-}
-
 bool
-wi_source_exists(Snapshot snapshot, text *source)
+wi_source_exists(text *source)
 {
 	elog(ERROR, "direct queue writes need PostgreSQL 14 or later");
 	return false;
 }
 
 bool
-wi_active_job(Snapshot snapshot, text *source, text *external_id, int64 *job_id)
+wi_active_job(text *source, text *external_id, int64 *job_id)
 {
 	elog(ERROR, "direct queue writes need PostgreSQL 14 or later");
 	return false;

@@ -7,7 +7,6 @@
 
 #include "postgres.h"
 
-#include "utils/snapshot.h"
 
 typedef enum WriteResult
 {
@@ -19,8 +18,7 @@ typedef enum WriteResult
 extern bool wi_direct_write_possible(void);
 extern void wi_lock_jobs(void);
 extern Oid	wi_cached_sources_relid(void);
-extern Snapshot wi_lookup_snapshot(void);
-extern bool wi_source_exists(Snapshot snapshot, text *source);
+extern bool wi_source_exists(text *source);
 extern bool wi_source_known(text *source);	/* source_cache.c */
 struct EState;
 extern struct EState *wi_write_begin(void);
@@ -28,6 +26,6 @@ extern void wi_write_end(struct EState *estate);
 extern WriteResult wi_remember_event(struct EState *estate, text *source, text *event_id);
 extern WriteResult wi_upsert_job(struct EState *estate, text *source, text *external_id, Datum payload, bool payload_null,
 								 int64 *job_id, bool *was_running);
-extern bool wi_active_job(Snapshot snapshot, text *source, text *external_id, int64 *job_id);
+extern bool wi_active_job(text *source, text *external_id, int64 *job_id);
 
 #endif							/* WI_QUEUE_WRITE_H */

@@ -29,12 +29,14 @@ typedef struct SourceEntry
 } SourceEntry;
 
 static HTAB *known_sources = NULL;
+static uint64 invalidations = 0;	/* bumped by every invalidation seen */
 
 static void
 forget_sources(Datum arg, Oid relid)
 {
 	Oid			sources = wi_cached_sources_relid();
 
+	invalidations++;
 	if (known_sources != NULL &&
 		(!OidIsValid(relid) || !OidIsValid(sources) || relid == sources))
 	{
@@ -53,8 +55,12 @@ source_table(void)
 		ctl.keysize = SOURCE_KEY_LEN;
 		ctl.entrysize = sizeof(SourceEntry);
 		ctl.hcxt = CacheMemoryContext;
+#if PG_VERSION_NUM >= 140000
 		known_sources = hash_create("webhook_ingest sources", 16, &ctl,
 									HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+#else
+		known_sources = hash_create("webhook_ingest sources", 16, &ctl, HASH_ELEM | HASH_CONTEXT);
+#endif
 	}
 	return known_sources;
 }
@@ -79,9 +85,10 @@ wi_source_known(text *source)
 {
 	static bool registered = false;
 	char		key[SOURCE_KEY_LEN];
+	uint64		before;
 
 	if (!key_of(source, key))
-		return wi_source_exists(wi_lookup_snapshot(), source);
+		return wi_source_exists(source);
 	if (!registered)
 	{
 		CacheRegisterRelcacheCallback(forget_sources, (Datum) 0);
@@ -89,10 +96,15 @@ wi_source_known(text *source)
 	}
 	if (hash_search(source_table(), key, HASH_FIND, NULL) != NULL)
 		return true;
-	/* The lookup may process invalidations, and so drop the table: fetch it anew. */
-	if (!wi_source_exists(wi_lookup_snapshot(), source))
+	/*
+	 * The lookup may process invalidations, and so drop the table (fetch it
+	 * anew) or make its answer stale (then do not keep it).
+	 */
+	before = invalidations;
+	if (!wi_source_exists(source))
 		return false;
-	hash_search(source_table(), key, HASH_ENTER, NULL);
+	if (invalidations == before)
+		hash_search(source_table(), key, HASH_ENTER, NULL);
 	return true;
 }
 

@@ -54,3 +54,13 @@ SELECT (SELECT count(*) FROM webhook_ingest.jobs) - jobs AS new_jobs,
        (SELECT count(*) FROM webhook_ingest.events) - events AS new_events
   FROM before;
 SELECT outcome FROM webhook_ingest.enqueue('bad', 'accepted-before', NULL, 'ev-accepted');
+
+-- a read-only transaction cannot enqueue
+BEGIN READ ONLY;
+SELECT * FROM webhook_ingest.enqueue('bad', 'read-only', NULL, 'ev-ro');
+\echo :SQLSTATE
+ROLLBACK;
+BEGIN READ ONLY;
+SELECT * FROM webhook_ingest.enqueue('bad', 'accepted-before', NULL, 'ev-ro2');
+\echo :SQLSTATE
+ROLLBACK;
