@@ -39,6 +39,9 @@ include $(PGXS)
 # After the include: Makefile.global resets it.
 PROVE_FLAGS = -v
 
+# Every object depends on every header (PGXS tracks no header dependencies).
+$(OBJS): $(wildcard src/*.h)
+
 # One suite at a time, so test/run can count and report each.
 .PHONY: regress-suite isolation-suite tap-suite worker-suite test demo bench-enqueue
 regress-suite:

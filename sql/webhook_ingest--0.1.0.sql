@@ -66,12 +66,14 @@ CREATE TABLE webhook_ingest.jobs (
     next_attempt_at timestamptz NOT NULL DEFAULT now(),
     lease_until     timestamptz,
     worker_pid      integer,
-    finished_at     timestamptz
+    finished_at     timestamptz,
+    started_at      timestamptz
 ) WITH (fillfactor = 80,
         autovacuum_vacuum_scale_factor = 0.02,
         autovacuum_analyze_scale_factor = 0.05);
 COMMENT ON TABLE webhook_ingest.jobs IS 'one fetch of one object: pending, running, done or dead';
 COMMENT ON COLUMN webhook_ingest.jobs.events IS 'webhooks this job serves (1 + those coalesced into it)';
+COMMENT ON COLUMN webhook_ingest.jobs.started_at IS 'when the worker claimed it and started the latest fetch';
 COMMENT ON COLUMN webhook_ingest.jobs.refetch IS 'a webhook arrived while the job was running: fetch once more after it';
 
 -- The one active job per object; enqueue's ON CONFLICT arbiter.

@@ -22,6 +22,7 @@ typedef struct Transfer
 	char	   *payload;		/* jsonb as text, or NULL */
 	char	   *url;
 	long		timeout_ms;
+	Oid			handler;		/* InvalidOid: store the document */
 
 	/* owned by http.c; callbacks touch only these, and never ereport */
 	CURL	   *easy;

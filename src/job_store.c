@@ -29,6 +29,35 @@
 #include "http.h"
 #include "job_store.h"
 
+/*
+ * Run a statement whose plan is prepared once per worker life.
+ */
+static int
+run_cached(SPIPlanPtr *plan, const char *sql, int nargs, Oid *types, Datum *args, const char *nulls,
+		   bool read_only)
+{
+	if (*plan == NULL)
+	{
+		SPIPlanPtr	p = SPI_prepare(sql, nargs, types);
+
+		if (p == NULL)
+			elog(ERROR, "could not prepare \"%s\": %s", sql, SPI_result_code_string(SPI_result));
+		SPI_keepplan(p);
+		*plan = p;
+	}
+	return SPI_execute_plan(*plan, args, nulls, read_only, 0);
+}
+
+/* Plans for calling each handler, by function OID. */
+typedef struct HandlerPlan
+{
+	Oid			handler;
+	SPIPlanPtr	plan;
+	struct HandlerPlan *next;
+} HandlerPlan;
+
+static HandlerPlan *handler_plans = NULL;
+
 static void
 begin_tx(void)
 {
@@ -122,18 +151,19 @@ wi_claim(int max_jobs, int lease_s, MemoryContext cxt)
 		" UPDATE webhook_ingest.jobs j"
 		"    SET state = 'running', attempts = j.attempts + 1, refetch = false,"
 		"        lease_until = now() + make_interval(secs => greatest($2, s.timeout_ms / 1000.0 + 10)),"
-		"        worker_pid = pg_backend_pid(), updated_at = now()"
+		"        worker_pid = pg_backend_pid(), updated_at = now(), started_at = clock_timestamp()"
 		"   FROM due, webhook_ingest.sources s"
 		"  WHERE j.id = due.id AND s.name = j.source"
 		" RETURNING j.id, j.attempts, j.source, j.external_id, j.payload::text,"
-		"           s.url_template, s.headers, s.timeout_ms, s.max_attempts";
+		"           s.url_template, s.headers, s.timeout_ms, s.max_attempts, s.handler::oid";
+	static SPIPlanPtr plan = NULL;
 	Oid			argtypes[2] = {INT4OID, INT4OID};
 	Datum		args[2] = {Int32GetDatum(max_jobs), Int32GetDatum(lease_s)};
 	List	   *claimed = NIL;
 
 	begin_tx();
 	pgstat_report_activity(STATE_RUNNING, "webhook_ingest: claiming due jobs");
-	if (SPI_execute_with_args(sql, 2, argtypes, args, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
+	if (run_cached(&plan, sql, 2, argtypes, args, NULL, false) != SPI_OK_UPDATE_RETURNING)
 		elog(ERROR, "could not claim jobs");
 
 	for (uint64 i = 0; i < SPI_processed; i++)
@@ -157,6 +187,9 @@ wi_claim(int max_jobs, int lease_s, MemoryContext cxt)
 		t->headers = headers_list(isnull ? NULL : DatumGetJsonbP(headers));
 		t->timeout_ms = DatumGetInt32(SPI_getbinval(tup, desc, 8, &isnull));
 		t->max_attempts = DatumGetInt32(SPI_getbinval(tup, desc, 9, &isnull));
+		t->handler = DatumGetObjectId(SPI_getbinval(tup, desc, 10, &isnull));
+		if (isnull)
+			t->handler = InvalidOid;
 		t->retry_after_s = -1;
 		claimed = lappend(claimed, t);
 		MemoryContextSwitchTo(old);
@@ -239,19 +272,22 @@ record_failure(Transfer *t, Verdict verdict, const char *why, long elapsed_ms)
 	Datum		args[7];
 	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
 	bool		dead = (verdict == V_DEAD || t->attempt >= t->max_attempts);
+	long		delay = dead ? 0 : backoff_ms(t);
 	char	   *msg;
+	static SPIPlanPtr plan = NULL;
 
 	msg = psprintf("attempt %d/%d after %ld ms: %s%s", t->attempt, t->max_attempts, elapsed_ms, why,
-				   dead ? "" : psprintf("; retrying in %ld ms", backoff_ms(t)));
+				   dead ? "" : psprintf("; retrying in %ld ms", delay));
 	args[0] = Int64GetDatum(t->job_id);
 	args[1] = Int32GetDatum(t->attempt);
 	args[2] = BoolGetDatum(true);
 	args[3] = BoolGetDatum(dead);
-	args[4] = Int64GetDatum(dead ? 0 : backoff_ms(t));
+	args[4] = Int64GetDatum(delay);
 	args[5] = Int32GetDatum((int32) t->status);
 	nulls[5] = t->status > 0 ? ' ' : 'n';
 	args[6] = CStringGetTextDatum(msg);
-	if (SPI_execute_with_args(sql, 7, argtypes, args, nulls, false, 0) != SPI_OK_UPDATE)
+
+	if (run_cached(&plan, sql, 7, argtypes, args, nulls, false) != SPI_OK_UPDATE)
 		elog(ERROR, "could not record a failed attempt");
 	if (dead)
 		ereport(LOG,
@@ -260,12 +296,32 @@ record_failure(Transfer *t, Verdict verdict, const char *why, long elapsed_ms)
 				 errdetail("%s", msg)));
 }
 
-static char *
-handler_call_sql(Oid handler)
+static int
+call_handler(Oid handler, Datum *args, const char *nulls)
 {
-	return psprintf("SELECT %s($1, $2, $3)",
-					quote_qualified_identifier(get_namespace_name(get_func_namespace(handler)),
-											   get_func_name(handler)));
+	static Oid	types[3] = {TEXTOID, JSONBOID, JSONBOID};
+	HandlerPlan *hp;
+
+	for (hp = handler_plans; hp != NULL; hp = hp->next)
+		if (hp->handler == handler)
+			break;
+	if (hp == NULL)
+	{
+		char	   *nsp = get_namespace_name(get_func_namespace(handler));
+		char	   *name = get_func_name(handler);
+
+		if (nsp == NULL || name == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_FUNCTION),
+					 errmsg("handler function with OID %u does not exist", handler)));
+		hp = MemoryContextAllocZero(TopMemoryContext, sizeof(HandlerPlan));
+		hp->handler = handler;
+		hp->next = handler_plans;
+		handler_plans = hp;
+		return run_cached(&hp->plan, psprintf("SELECT %s($1, $2, $3)", quote_qualified_identifier(nsp, name)),
+						  3, types, args, nulls, false);
+	}
+	return run_cached(&hp->plan, NULL, 3, types, args, nulls, false);
 }
 
 /*
@@ -275,8 +331,6 @@ handler_call_sql(Oid handler)
 static void
 handle(Transfer *t, bool gone)
 {
-	static const char *handler_sql =
-		"SELECT handler FROM webhook_ingest.sources WHERE name = $1";
 	static const char *store_sql =
 		"INSERT INTO webhook_ingest.documents (source, external_id, details, fetched_at)"
 		" VALUES ($1, $2, $3, now())"
@@ -290,26 +344,16 @@ handle(Transfer *t, bool gone)
 		"  lease_until = NULL, worker_pid = NULL, updated_at = now()"
 		" WHERE id = $1 AND state = 'running' AND attempts = $2"
 		" RETURNING state::text";
-	Oid			types3[3] = {TEXTOID, JSONBOID, JSONBOID};
 	Datum		args[3];
 	char		nulls[3] = {' ', ' ', ' '};
 	Datum		details = (Datum) 0;
-	Oid			handler = InvalidOid;
-	bool		isnull;
+	Oid			handler = t->handler;
+	static SPIPlanPtr store_plan = NULL;
+	static SPIPlanPtr done_plan = NULL;
+	static SPIPlanPtr notify_plan = NULL;
 
 	if (!gone)
 		details = DirectFunctionCall1(jsonb_in, CStringGetDatum(t->body ? t->body : ""));
-
-	args[0] = CStringGetTextDatum(t->source);
-	if (SPI_execute_with_args(handler_sql, 1, types3, args, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read the source");
-	if (SPI_processed == 1)
-	{
-		Datum		h = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-
-		if (!isnull)
-			handler = DatumGetObjectId(h);
-	}
 
 	args[0] = CStringGetTextDatum(t->external_id);
 	args[1] = details;
@@ -318,7 +362,7 @@ handle(Transfer *t, bool gone)
 	{
 		args[2] = t->payload ? DirectFunctionCall1(jsonb_in, CStringGetDatum(t->payload)) : (Datum) 0;
 		nulls[2] = t->payload ? ' ' : 'n';
-		if (SPI_execute_with_args(handler_call_sql(handler), 3, types3, args, nulls, false, 0) != SPI_OK_SELECT)
+		if (call_handler(handler, args, nulls) != SPI_OK_SELECT)
 			elog(ERROR, "handler call failed");
 	}
 	else
@@ -327,7 +371,7 @@ handle(Transfer *t, bool gone)
 		Datum		store_args[3] = {CStringGetTextDatum(t->source), args[0], details};
 		char		store_nulls[3] = {' ', ' ', gone ? 'n' : ' '};
 
-		if (SPI_execute_with_args(store_sql, 3, store_types, store_args, store_nulls, false, 0) != SPI_OK_INSERT)
+		if (run_cached(&store_plan, store_sql, 3, store_types, store_args, store_nulls, false) != SPI_OK_INSERT)
 			elog(ERROR, "could not store the document");
 	}
 
@@ -336,7 +380,7 @@ handle(Transfer *t, bool gone)
 		Datum		done_args[3] = {Int64GetDatum(t->job_id), Int32GetDatum(t->attempt),
 		Int32GetDatum((int32) t->status)};
 
-		if (SPI_execute_with_args(done_sql, 3, done_types, done_args, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
+		if (run_cached(&done_plan, done_sql, 3, done_types, done_args, NULL, false) != SPI_OK_UPDATE_RETURNING)
 			elog(ERROR, "could not mark the job done");
 		/* Not running under our attempt any more (cancelled, reclaimed): undo the handler's work. */
 		if (SPI_processed != 1)
@@ -359,8 +403,8 @@ handle(Transfer *t, bool gone)
 			appendStringInfoChar(&buf, '}');
 			nargs[0] = CStringGetTextDatum(buf.data);
 		}
-		if (SPI_execute_with_args("SELECT pg_catalog.pg_notify('webhook_ingest_done', $1)", 1, ntypes, nargs,
-								  NULL, false, 0) != SPI_OK_SELECT)
+		if (run_cached(&notify_plan, "SELECT pg_catalog.pg_notify('webhook_ingest_done', $1)", 1, ntypes, nargs,
+					   NULL, false) != SPI_OK_SELECT)
 			elog(ERROR, "could not notify");
 	}
 }
