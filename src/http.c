@@ -189,6 +189,8 @@ wi_http_start(Transfer *t, long connect_timeout_ms, const char **error)
 	curl_easy_setopt(easy, CURLOPT_USERAGENT, WI_EXTENSION_NAME "/" WI_VERSION);
 	curl_easy_setopt(easy, CURLOPT_HTTPHEADER, t->headers);
 	curl_easy_setopt(easy, CURLOPT_ACCEPT_ENCODING, "");
+	/* Small receive buffers: thousands of transfers share the worker's memory. */
+	curl_easy_setopt(easy, CURLOPT_BUFFERSIZE, 4096L);
 	curl_easy_setopt(easy, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t) t->max_body);
 	curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, write_cb);
 	curl_easy_setopt(easy, CURLOPT_WRITEDATA, t);
