@@ -50,7 +50,7 @@ isolation-suite:
 	$(pg_isolation_regress_installcheck) $(ISOLATION_OPTS) $(ISOLATION)
 tap-suite:
 	$(prove_installcheck)
-# The worker against test/upstream.py (test/run starts it on 127.0.0.1:58080).
+# The worker against test/upstream.py (test/run starts it on 127.0.0.1:18080).
 WORKER_REGRESS = $(patsubst test/worker/sql/%.sql,%,$(sort $(wildcard test/worker/sql/*.sql)))
 worker-suite:
 	$(pg_regress_installcheck) --inputdir=test/worker --outputdir=$(CURDIR)/test/worker \

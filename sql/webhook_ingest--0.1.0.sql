@@ -15,6 +15,23 @@ END
 $do$;
 
 /*
+ * The worker serves one database (webhook_ingest.database): say so when the
+ * extension is created anywhere else, or jobs would wait there unnoticed.
+ */
+DO $do$
+BEGIN
+    -- (Without the library preloaded the setting is unknown; loading it fails further down.)
+    IF current_database() <> current_setting('webhook_ingest.database', true) THEN
+        RAISE WARNING 'the webhook_ingest worker serves database "%", not "%"',
+                      current_setting('webhook_ingest.database'), current_database()
+            USING DETAIL = 'Webhooks enqueued in this database are kept but not fetched.',
+                  HINT = format('Set webhook_ingest.database = %L in postgresql.conf and restart the server.',
+                                current_database());
+    END IF;
+END
+$do$;
+
+/*
  * One row per upstream API.  Admins only: headers may carry credentials.
  */
 CREATE TABLE webhook_ingest.sources (

@@ -22,8 +22,12 @@ $node->append_conf('postgresql.conf', "shared_preload_libraries = 'webhook_inges
 $node->start;
 $node->safe_psql('postgres', 'CREATE DATABASE app');
 # The worker serves database postgres; these tests exercise intake alone, in app.
+($ret, $out, $err) = $node->psql('app', 'CREATE EXTENSION webhook_ingest');
+is($ret, 0, 'CREATE EXTENSION works in a database the worker does not serve');
+like($err, qr/WARNING:  the webhook_ingest worker serves database "postgres", not "app"/,
+	'with a warning that its jobs will not be fetched');
+like($err, qr/HINT:  Set webhook_ingest.database = 'app'/, 'and how to change that');
 $node->safe_psql('app', q{
-	CREATE EXTENSION webhook_ingest;
 	SELECT webhook_ingest.add_source('crash', 'http://127.0.0.1:9/o/{external_id}');
 	SELECT count(*) FROM (SELECT webhook_ingest.enqueue('crash', 'obj-' || i, NULL, 'ev-' || i)
 	                        FROM generate_series(1, 100) i) s;

@@ -1,4 +1,4 @@
-# The worker against the loopback upstream (test/upstream.py on 127.0.0.1:58080,
+# The worker against the loopback upstream (test/upstream.py on 127.0.0.1:18080,
 # started by test/run): a kill -9 of the worker and an immediate shutdown
 # mid-run lose no job and commit each handler's effect exactly once; SIGTERM
 # with transfers in flight ends the worker at once.
@@ -24,9 +24,9 @@ $node->safe_psql('postgres', q{
 	CREATE TABLE effects (external_id text, at timestamptz DEFAULT clock_timestamp());
 	CREATE FUNCTION record_effect(external_id text, details jsonb, payload jsonb) RETURNS void
 	LANGUAGE sql AS $$ INSERT INTO effects (external_id) VALUES (external_id) $$;
-	SELECT webhook_ingest.add_source('slow', 'http://127.0.0.1:58080/posts/{external_id}?delay_ms=300',
+	SELECT webhook_ingest.add_source('slow', 'http://127.0.0.1:18080/posts/{external_id}?delay_ms=300',
 	                                 'record_effect(text,jsonb,jsonb)');
-	SELECT webhook_ingest.add_source('stuck', 'http://127.0.0.1:58080/slow/{external_id}');
+	SELECT webhook_ingest.add_source('stuck', 'http://127.0.0.1:18080/slow/{external_id}');
 });
 
 sub worker_pid

@@ -17,7 +17,7 @@ $primary->start;
 $primary->safe_psql('postgres', q{
 	CREATE DATABASE elsewhere;
 	CREATE EXTENSION webhook_ingest;
-	SELECT webhook_ingest.add_source('blog', 'http://127.0.0.1:58080/posts/{external_id}');
+	SELECT webhook_ingest.add_source('blog', 'http://127.0.0.1:18080/posts/{external_id}');
 	SELECT count(*) FROM generate_series(1, 20) i, webhook_ingest.enqueue('blog', 'p' || i) e;
 });
 $primary->backup('b');

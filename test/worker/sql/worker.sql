@@ -1,4 +1,4 @@
--- The worker against a real HTTP server on 127.0.0.1:58080 (test/upstream.py).
+-- The worker against a real HTTP server on 127.0.0.1:18080 (test/upstream.py).
 \set VERBOSITY terse
 \set SHOW_CONTEXT never
 
@@ -43,7 +43,7 @@ BEGIN
     END IF;
 END $$;
 
-SELECT webhook_ingest.add_source('blog', 'http://127.0.0.1:58080/posts/{external_id}', 'store_post(text,jsonb,jsonb)',
+SELECT webhook_ingest.add_source('blog', 'http://127.0.0.1:18080/posts/{external_id}', 'store_post(text,jsonb,jsonb)',
                                  max_attempts => 2);
 
 -- the worker is up and shows itself
@@ -63,7 +63,7 @@ SELECT external_id, state, attempts, last_status, last_error, finished_at IS NOT
 SELECT external_id, gone, payload FROM handler_calls ORDER BY external_id;
 
 -- a webhook while the fetch runs: requeued, fetched once more, never twice at once
-SELECT webhook_ingest.add_source('slowblog', 'http://127.0.0.1:58080/posts/{external_id}?delay_ms=400',
+SELECT webhook_ingest.add_source('slowblog', 'http://127.0.0.1:18080/posts/{external_id}?delay_ms=400',
                                  'store_post(text,jsonb,jsonb)');
 TRUNCATE handler_calls;
 SELECT outcome FROM webhook_ingest.enqueue('slowblog', 'p3', '{"v": 1}');
@@ -75,7 +75,7 @@ SELECT external_id, payload FROM handler_calls ORDER BY payload->>'v';
 SELECT state, events, refetch, attempts FROM webhook_ingest.jobs WHERE source = 'slowblog';
 
 -- 404: the handler hears the object is gone (details NULL), and the job is done
-SELECT webhook_ingest.add_source('gone', 'http://127.0.0.1:58080/gone/{external_id}', 'store_post(text,jsonb,jsonb)');
+SELECT webhook_ingest.add_source('gone', 'http://127.0.0.1:18080/gone/{external_id}', 'store_post(text,jsonb,jsonb)');
 SELECT outcome FROM webhook_ingest.enqueue('gone', 'p1');
 SELECT wait_until($$SELECT state = 'done' FROM webhook_ingest.jobs WHERE source = 'gone'$$);
 SELECT state, last_status FROM webhook_ingest.jobs WHERE source = 'gone';
@@ -92,7 +92,7 @@ SELECT attempts, last_error LIKE 'attempt 2/2 after % ms: handler: handler refus
   FROM webhook_ingest.jobs WHERE external_id = 'explode-1';
 
 -- 503 twice, then 200: retried with backoff, then done
-SELECT webhook_ingest.add_source('flaky', 'http://127.0.0.1:58080/flaky/{external_id}', max_attempts => 5);
+SELECT webhook_ingest.add_source('flaky', 'http://127.0.0.1:18080/flaky/{external_id}', max_attempts => 5);
 SELECT outcome FROM webhook_ingest.enqueue('flaky', 'f1');
 SELECT wait_until($$SELECT state = 'done' FROM webhook_ingest.jobs WHERE source = 'flaky'$$);
 SELECT state, attempts, last_status FROM webhook_ingest.jobs WHERE source = 'flaky';
@@ -100,7 +100,7 @@ SELECT state, attempts, last_status FROM webhook_ingest.jobs WHERE source = 'fla
 SELECT source, external_id, details FROM webhook_ingest.documents WHERE source = 'flaky';
 
 -- 500 every time: dead after max_attempts, saying why
-SELECT webhook_ingest.add_source('broken', 'http://127.0.0.1:58080/error/{external_id}', max_attempts => 3);
+SELECT webhook_ingest.add_source('broken', 'http://127.0.0.1:18080/error/{external_id}', max_attempts => 3);
 SELECT outcome FROM webhook_ingest.enqueue('broken', 'b1');
 SELECT wait_until($$SELECT state = 'dead' FROM webhook_ingest.jobs WHERE source = 'broken'$$);
 SELECT state, attempts, last_status, last_error LIKE 'attempt 3/3 after % ms: HTTP 500' AS says_why,
@@ -108,9 +108,9 @@ SELECT state, attempts, last_status, last_error LIKE 'attempt 3/3 after % ms: HT
   FROM webhook_ingest.jobs WHERE source = 'broken';
 
 -- permanent failures end at once: 400, a body that is too big, a redirect to ftp://
-SELECT webhook_ingest.add_source('badreq', 'http://127.0.0.1:58080/badrequest/{external_id}');
-SELECT webhook_ingest.add_source('big', 'http://127.0.0.1:58080/big/{external_id}');
-SELECT webhook_ingest.add_source('redirect', 'http://127.0.0.1:58080/redirect/{external_id}');
+SELECT webhook_ingest.add_source('badreq', 'http://127.0.0.1:18080/badrequest/{external_id}');
+SELECT webhook_ingest.add_source('big', 'http://127.0.0.1:18080/big/{external_id}');
+SELECT webhook_ingest.add_source('redirect', 'http://127.0.0.1:18080/redirect/{external_id}');
 SELECT outcome FROM webhook_ingest.enqueue('badreq', 'x');
 SELECT outcome FROM webhook_ingest.enqueue('big', 'x');
 SELECT outcome FROM webhook_ingest.enqueue('redirect', 'x');
@@ -121,8 +121,8 @@ SELECT source, state, attempts, last_status,
   FROM webhook_ingest.jobs WHERE source IN ('badreq', 'big', 'redirect') ORDER BY source;
 
 -- a body that is not JSON and a timeout are failed attempts (max_attempts 1 here)
-SELECT webhook_ingest.add_source('invalid', 'http://127.0.0.1:58080/invalid/{external_id}', max_attempts => 1);
-SELECT webhook_ingest.add_source('slow', 'http://127.0.0.1:58080/slow/{external_id}', timeout_ms => 300,
+SELECT webhook_ingest.add_source('invalid', 'http://127.0.0.1:18080/invalid/{external_id}', max_attempts => 1);
+SELECT webhook_ingest.add_source('slow', 'http://127.0.0.1:18080/slow/{external_id}', timeout_ms => 300,
                                  max_attempts => 1);
 SELECT outcome FROM webhook_ingest.enqueue('invalid', 'x');
 SELECT outcome FROM webhook_ingest.enqueue('slow', 'x');
@@ -133,7 +133,7 @@ SELECT source, state, last_error LIKE '%invalid input syntax for type json%' AS 
   FROM webhook_ingest.jobs WHERE source IN ('invalid', 'slow') ORDER BY source;
 
 -- 429 with Retry-After: 1 is honoured
-SELECT webhook_ingest.add_source('throttle', 'http://127.0.0.1:58080/throttle/{external_id}');
+SELECT webhook_ingest.add_source('throttle', 'http://127.0.0.1:18080/throttle/{external_id}');
 SELECT outcome FROM webhook_ingest.enqueue('throttle', 't1');
 SELECT wait_until($$SELECT state = 'done' FROM webhook_ingest.jobs WHERE source = 'throttle'$$);
 SELECT attempts, finished_at - created_at >= interval '1 s' AS waited_retry_after
