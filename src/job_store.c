@@ -160,6 +160,7 @@ wi_claim(int max_jobs, int lease_s, MemoryContext cxt)
 	Oid			argtypes[2] = {INT4OID, INT4OID};
 	Datum		args[2] = {Int32GetDatum(max_jobs), Int32GetDatum(lease_s)};
 	List	   *claimed = NIL;
+	MemoryContext caller = CurrentMemoryContext;
 
 	begin_tx();
 	pgstat_report_activity(STATE_RUNNING, "webhook_ingest: claiming due jobs");
@@ -171,18 +172,19 @@ wi_claim(int max_jobs, int lease_s, MemoryContext cxt)
 		HeapTuple	tup = SPI_tuptable->vals[i];
 		TupleDesc	desc = SPI_tuptable->tupdesc;
 		bool		isnull;
-		MemoryContext old = MemoryContextSwitchTo(cxt);
-		Transfer   *t = palloc0(sizeof(Transfer));
-		char	   *template;
+		Transfer   *t = MemoryContextAllocZero(cxt, sizeof(Transfer));
+		char	   *external_id = SPI_getvalue(tup, desc, 4);
+		char	   *payload = SPI_getvalue(tup, desc, 5);
 		Datum		headers;
 
+		/* Only what the Transfer keeps goes to cxt; the rest dies with SPI. */
 		t->job_id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
 		t->attempt = DatumGetInt32(SPI_getbinval(tup, desc, 2, &isnull));
-		t->source = SPI_getvalue(tup, desc, 3);
-		t->external_id = SPI_getvalue(tup, desc, 4);
-		t->payload = SPI_getvalue(tup, desc, 5);
-		template = SPI_getvalue(tup, desc, 6);
-		t->url = wi_render_url(template, t->external_id, strlen(t->external_id));
+		t->source = MemoryContextStrdup(cxt, SPI_getvalue(tup, desc, 3));
+		t->external_id = MemoryContextStrdup(cxt, external_id);
+		t->payload = payload ? MemoryContextStrdup(cxt, payload) : NULL;
+		t->url = MemoryContextStrdup(cxt, wi_render_url(SPI_getvalue(tup, desc, 6), external_id,
+														strlen(external_id)));
 		headers = SPI_getbinval(tup, desc, 7, &isnull);
 		t->headers = headers_list(isnull ? NULL : DatumGetJsonbP(headers));
 		t->timeout_ms = DatumGetInt32(SPI_getbinval(tup, desc, 8, &isnull));
@@ -191,8 +193,12 @@ wi_claim(int max_jobs, int lease_s, MemoryContext cxt)
 		if (isnull)
 			t->handler = InvalidOid;
 		t->retry_after_s = -1;
-		claimed = lappend(claimed, t);
-		MemoryContextSwitchTo(old);
+		{
+			MemoryContext old = MemoryContextSwitchTo(caller);
+
+			claimed = lappend(claimed, t);
+			MemoryContextSwitchTo(old);
+		}
 	}
 	end_tx();
 	return claimed;

@@ -1,0 +1,57 @@
+# NOTIFY webhook_ingest_done after the job's transaction commits, and DROP
+# DATABASE of the worker's database served at once with transfers in flight.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time);
+
+my $node = PostgreSQL::Test::Cluster->new('notify');
+$node->init;
+$node->append_conf('postgresql.conf', qq{
+shared_preload_libraries = 'webhook_ingest'
+webhook_ingest.database = 'wdb'
+webhook_ingest.poll_interval = 50ms
+});
+$node->start;
+$node->safe_psql('postgres', 'CREATE DATABASE wdb');
+$node->safe_psql('wdb', q{
+	CREATE EXTENSION webhook_ingest;
+	SELECT webhook_ingest.add_source('blog', 'http://127.0.0.1:18080/posts/{external_id}');
+	SELECT webhook_ingest.add_source('stuck', 'http://127.0.0.1:18080/slow/{external_id}');
+});
+$node->poll_query_until('wdb',
+	q{SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'webhook_ingest worker'})
+  or die 'no worker';
+
+# a listener hears about each job once it is done
+my $listener = $node->background_psql('wdb');
+$listener->query_safe('LISTEN webhook_ingest_done');
+my $job = $node->safe_psql('wdb', q{SELECT job_id FROM webhook_ingest.enqueue('blog', 'n-1')});
+$node->poll_query_until('wdb', qq{SELECT state = 'done' FROM webhook_ingest.jobs WHERE id = $job})
+  or die 'job not done';
+my $heard = '';
+for (1 .. 50)
+{
+	$heard .= $listener->query('SELECT 1') // '';
+	last if $heard =~ /webhook_ingest_done/;
+	sleep 0.1;
+}
+$listener->quit;
+like($heard, qr/Asynchronous notification "webhook_ingest_done" with payload "\{"job_id": $job, "source": "blog", "external_id": "n-1"\}"/,
+	'NOTIFY webhook_ingest_done carries the job id, source and external id');
+
+# transfers in flight, then DROP DATABASE WITH (FORCE) of the worker's database
+$node->safe_psql('wdb', q{SELECT count(*) FROM generate_series(1, 20) i, webhook_ingest.enqueue('stuck', 's-' || i) e});
+$node->poll_query_until('wdb', q{SELECT count(*) = 20 FROM webhook_ingest.jobs WHERE state = 'running'})
+  or die 'transfers did not start';
+my $t0 = time();
+$node->safe_psql('postgres', 'DROP DATABASE wdb WITH (FORCE)');
+my $ms = (time() - $t0) * 1000;
+cmp_ok($ms, '<', 1000, sprintf('DROP DATABASE of the worker\'s database with 20 transfers in flight took %.0f ms', $ms));
+is($node->safe_psql('postgres', q{SELECT count(*) FROM pg_database WHERE datname = 'wdb'}), '0', 'the database is gone');
+is($node->safe_psql('postgres', 'SELECT 1'), '1', 'and the server is still up');
+
+$node->stop;
+done_testing();
