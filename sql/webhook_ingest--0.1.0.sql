@@ -99,6 +99,9 @@ CREATE UNIQUE INDEX jobs_active_object ON webhook_ingest.jobs (source, external_
 -- What the worker claims next.
 CREATE INDEX jobs_due ON webhook_ingest.jobs (next_attempt_at)
     WHERE state = 'pending';
+-- Leases the worker takes back when they expire.
+CREATE INDEX jobs_leases ON webhook_ingest.jobs (lease_until)
+    WHERE state = 'running';
 
 /*
  * Event ids already accepted, per source, for webhook_ingest.dedup_window.

@@ -109,6 +109,32 @@ wi_reclaim_running(void)
 	return n;
 }
 
+/*
+ * Running jobs whose lease has expired and that this worker does not hold
+ * (a worker that died without a restart of this one, a claim made by hand)
+ * are due again.
+ */
+int
+wi_reclaim_expired(void)
+{
+	static SPIPlanPtr plan = NULL;
+	int			n;
+
+	begin_tx();
+	pgstat_report_activity(STATE_RUNNING, "webhook_ingest: reclaiming expired leases");
+	if (run_cached(&plan,
+				   "UPDATE webhook_ingest.jobs SET state = 'pending', lease_until = NULL, worker_pid = NULL,"
+				   " next_attempt_at = now(), updated_at = now(),"
+				   " last_error = 'reclaimed: its lease expired at ' || lease_until"
+				   " WHERE state = 'running' AND lease_until < now()"
+				   " AND worker_pid IS DISTINCT FROM pg_backend_pid()",
+				   0, NULL, NULL, NULL, false) != SPI_OK_UPDATE)
+		elog(ERROR, "could not reclaim expired leases");
+	n = (int) SPI_processed;
+	end_tx();
+	return n;
+}
+
 static struct curl_slist *
 headers_list(Jsonb *headers)
 {

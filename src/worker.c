@@ -99,6 +99,7 @@ webhook_ingest_worker_main(Datum arg)
 	WiCounters	counters = {0};
 	int			fd_cap;
 	bool		claim_now = true;
+	TimestampTz next_lease_check = 0;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
@@ -143,6 +144,14 @@ webhook_ingest_worker_main(Datum arg)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 			wi_http_set_host_limit(wi_max_host_connections);
+		}
+
+		/* Now and then, take back expired leases that are not ours. */
+		if (GetCurrentTimestamp() >= next_lease_check)
+		{
+			if (wi_reclaim_expired() > 0)
+				claim_now = true;
+			next_lease_check = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wi_poll_interval_ms * 10L);
 		}
 
 		/* Refill: claim as many due jobs as there are free slots. */

@@ -139,5 +139,11 @@ SELECT wait_until($$SELECT state = 'done' FROM webhook_ingest.jobs WHERE source 
 SELECT attempts, finished_at - created_at >= interval '1 s' AS waited_retry_after
   FROM webhook_ingest.jobs WHERE source = 'throttle';
 
+-- a running job whose lease expired, held by someone else, is taken back and done
+INSERT INTO webhook_ingest.jobs (source, external_id, state, attempts, lease_until, worker_pid)
+VALUES ('blog', 'leased', 'running', 1, now() - interval '1 s', 1);
+SELECT wait_until($$SELECT state = 'done' FROM webhook_ingest.jobs WHERE external_id = 'leased'$$);
+SELECT state, attempts, last_status FROM webhook_ingest.jobs WHERE external_id = 'leased';
+
 -- nothing is left running or leased
 SELECT count(*) AS running FROM webhook_ingest.jobs WHERE state = 'running' OR lease_until IS NOT NULL;
