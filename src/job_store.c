@@ -45,6 +45,8 @@ run_cached(SPIPlanPtr *plan, const char *sql, int nargs, Oid *types, Datum *args
 		SPI_keepplan(p);
 		*plan = p;
 	}
+	/* Results are read right after each call: free the last one first. */
+	SPI_freetuptable(SPI_tuptable);
 	return SPI_execute_plan(*plan, args, nulls, read_only, 0);
 }
 
@@ -449,9 +451,13 @@ wi_complete(List *finished, WiCounters *counters)
 {
 	ListCell   *lc;
 	MemoryContext outer = CurrentMemoryContext;
+	MemoryContext batch;
+	MemoryContext per_job;
 
 	begin_tx();
 	pgstat_report_activity(STATE_RUNNING, "webhook_ingest: completing fetched jobs");
+	batch = CurrentMemoryContext;
+	per_job = AllocSetContextCreate(batch, "webhook_ingest job", ALLOCSET_DEFAULT_SIZES);
 	foreach(lc, finished)
 	{
 		Transfer   *t = (Transfer *) lfirst(lc);
@@ -459,6 +465,7 @@ wi_complete(List *finished, WiCounters *counters)
 		volatile Verdict verdict;
 		long		elapsed_ms = (long) (t->seconds * 1000.0);
 
+		MemoryContextSwitchTo(per_job);
 		initStringInfo(&why);
 		verdict = judge(t, &why);
 		if (verdict == V_HANDLE || verdict == V_GONE)
@@ -497,6 +504,8 @@ wi_complete(List *finished, WiCounters *counters)
 			record_failure(t, verdict, why.data, elapsed_ms);
 			counters->failed++;
 		}
+		MemoryContextSwitchTo(batch);
+		MemoryContextReset(per_job);
 	}
 	end_tx();
 	MemoryContextSwitchTo(outer);

@@ -33,6 +33,9 @@ PGDLLEXPORT void webhook_ingest_worker_main(Datum arg);
 /* Sockets this process keeps for itself besides curl's. */
 #define WI_RESERVED_FDS		100
 
+/* Most completions committed in one transaction. */
+#define WI_COMPLETE_BATCH	256
+
 void
 wi_register_worker(void)
 {
@@ -190,7 +193,15 @@ webhook_ingest_worker_main(Datum arg)
 		{
 			ListCell   *lc;
 
-			wi_complete(finished, &counters);
+			/* Several transactions for a large batch keep each one's memory small. */
+			for (int from = 0; from < list_length(finished); from += WI_COMPLETE_BATCH)
+			{
+				List	   *part = list_copy_tail(finished, from);
+
+				part = list_truncate(part, WI_COMPLETE_BATCH);
+				wi_complete(part, &counters);
+				list_free(part);
+			}
 			foreach(lc, finished)
 			{
 				t = (Transfer *) lfirst(lc);
