@@ -12,7 +12,7 @@
 #include "postgres.h"
 
 #include <sys/epoll.h>
-#include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "webhook_ingest.h"
@@ -20,7 +20,7 @@
 
 static CURLM *multi = NULL;
 static int	epoll_fd = -1;
-static struct timeval timer_deadline;	/* valid when timer_armed */
+static struct timespec timer_deadline;	/* CLOCK_MONOTONIC; valid when timer_armed */
 static bool timer_armed = false;
 static int	in_flight = 0;
 
@@ -48,8 +48,8 @@ socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp)
 			epoll_ctl(epoll_fd, EPOLL_CTL_MOD, fd, &ev);
 		curl_multi_assign(multi, fd, (void *) 1);
 	}
-	else
-		epoll_ctl(epoll_fd, EPOLL_CTL_MOD, fd, &ev);
+	else if (epoll_ctl(epoll_fd, EPOLL_CTL_MOD, fd, &ev) != 0 && errno == ENOENT)
+		epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev);
 	return 0;
 }
 
@@ -61,13 +61,13 @@ timer_cb(CURLM *m, long timeout_ms, void *userp)
 		timer_armed = false;
 	else
 	{
-		gettimeofday(&timer_deadline, NULL);
+		clock_gettime(CLOCK_MONOTONIC, &timer_deadline);
 		timer_deadline.tv_sec += timeout_ms / 1000;
-		timer_deadline.tv_usec += (timeout_ms % 1000) * 1000;
-		if (timer_deadline.tv_usec >= 1000000)
+		timer_deadline.tv_nsec += (timeout_ms % 1000) * 1000000L;
+		if (timer_deadline.tv_nsec >= 1000000000L)
 		{
 			timer_deadline.tv_sec++;
-			timer_deadline.tv_usec -= 1000000;
+			timer_deadline.tv_nsec -= 1000000000L;
 		}
 		timer_armed = true;
 	}
@@ -136,14 +136,14 @@ wi_http_in_flight(void)
 long
 wi_http_timeout_ms(void)
 {
-	struct timeval now;
+	struct timespec now;
 	long		ms;
 
 	if (!timer_armed)
 		return -1;
-	gettimeofday(&now, NULL);
+	clock_gettime(CLOCK_MONOTONIC, &now);
 	ms = (timer_deadline.tv_sec - now.tv_sec) * 1000 +
-		(timer_deadline.tv_usec - now.tv_usec + 999) / 1000;
+		(timer_deadline.tv_nsec - now.tv_nsec + 999999) / 1000000;
 	return ms < 0 ? 0 : ms;
 }
 
@@ -216,7 +216,8 @@ wi_http_on_sockets(void)
 	struct epoll_event events[64];
 	int			n;
 
-	while ((n = epoll_wait(epoll_fd, events, lengthof(events), 0)) > 0)
+	/* One pass per wake-up, so the loop also gets to interrupts and completions. */
+	if ((n = epoll_wait(epoll_fd, events, lengthof(events), 0)) > 0)
 	{
 		for (int i = 0; i < n; i++)
 		{
@@ -230,8 +231,6 @@ wi_http_on_sockets(void)
 				mask |= CURL_CSELECT_ERR;
 			curl_multi_socket_action(multi, events[i].data.fd, mask, &running_handles);
 		}
-		if (n < (int) lengthof(events))
-			break;
 	}
 }
 
@@ -267,10 +266,13 @@ wi_http_finished(void)
 			if (curl_easy_header(t->easy, "Retry-After", 0, CURLH_HEADER, -1, &h) == CURLHE_OK)
 			{
 				char	   *end;
-				long		secs = strtol(h->value, &end, 10);
+				long		secs;
 
-				if (end != h->value && secs >= 0)
-					t->retry_after_s = secs;
+				errno = 0;
+				secs = strtol(h->value, &end, 10);
+
+				if (end != h->value && secs >= 0 && errno != ERANGE)
+					t->retry_after_s = Min(secs, 24L * 3600L);
 			}
 		}
 #endif

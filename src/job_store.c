@@ -18,6 +18,7 @@
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
@@ -101,8 +102,9 @@ wi_reclaim_running(void)
 
 	begin_tx();
 	pgstat_report_activity(STATE_RUNNING, "webhook_ingest: reclaiming jobs of a previous worker");
+	/* The interrupted attempt does not count against max_attempts. */
 	if (SPI_execute("UPDATE webhook_ingest.jobs SET state = 'pending', lease_until = NULL, worker_pid = NULL, "
-					"next_attempt_at = now(), updated_at = now(), "
+					"attempts = greatest(attempts - 1, 0), next_attempt_at = now(), updated_at = now(), "
 					"last_error = 'reclaimed: the worker that ran it stopped' "
 					"WHERE state = 'running'", false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not reclaim running jobs");
@@ -173,9 +175,9 @@ wi_claim(int max_jobs, int lease_s, MemoryContext cxt)
 {
 	static const char *sql =
 		"WITH due AS ("
-		"  SELECT id FROM webhook_ingest.jobs"
-		"   WHERE state = 'pending' AND next_attempt_at <= now()"
-		"   ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED)"
+		"  SELECT pj.id FROM webhook_ingest.jobs pj JOIN webhook_ingest.sources ps ON ps.name = pj.source"
+		"   WHERE pj.state = 'pending' AND pj.next_attempt_at <= now()"
+		"   ORDER BY pj.next_attempt_at LIMIT $1 FOR UPDATE OF pj SKIP LOCKED)"
 		" UPDATE webhook_ingest.jobs j"
 		"    SET state = 'running', attempts = j.attempts + 1, refetch = false,"
 		"        lease_until = now() + make_interval(secs => greatest($2, s.timeout_ms / 1000.0 + 10)),"
@@ -285,6 +287,7 @@ backoff_ms(Transfer *t)
 #else
 	delay = delay * (0.5 + 0.5 * ((double) random() / (double) MAX_RANDOM_VALUE));
 #endif
+	/* Honour Retry-After (http.c caps it at a day). */
 	if (t->retry_after_s >= 0 && t->retry_after_s * 1000.0 > delay)
 		delay = t->retry_after_s * 1000.0;
 	return (long) delay;
@@ -343,17 +346,23 @@ call_handler(Oid handler, Datum *args, const char *nulls)
 	{
 		char	   *nsp = get_namespace_name(get_func_namespace(handler));
 		char	   *name = get_func_name(handler);
+		SPIPlanPtr	plan = NULL;
+		int			rc;
 
 		if (nsp == NULL || name == NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_FUNCTION),
 					 errmsg("handler function with OID %u does not exist", handler)));
+		rc = run_cached(&plan, psprintf("SELECT %s($1, $2, $3)", quote_qualified_identifier(nsp, name)),
+						3, types, args, nulls, false);
+
+		/* Only a plan that was prepared is kept. */
 		hp = MemoryContextAllocZero(TopMemoryContext, sizeof(HandlerPlan));
 		hp->handler = handler;
+		hp->plan = plan;
 		hp->next = handler_plans;
 		handler_plans = hp;
-		return run_cached(&hp->plan, psprintf("SELECT %s($1, $2, $3)", quote_qualified_identifier(nsp, name)),
-						  3, types, args, nulls, false);
+		return rc;
 	}
 	return run_cached(&hp->plan, NULL, 3, types, args, nulls, false);
 }
@@ -387,7 +396,15 @@ handle(Transfer *t, bool gone)
 	static SPIPlanPtr notify_plan = NULL;
 
 	if (!gone)
-		details = DirectFunctionCall1(jsonb_in, CStringGetDatum(t->body ? t->body : ""));
+	{
+		const char *body = t->body ? t->body : "";
+
+		if (strlen(body) != t->body_len || !pg_verifymbstr(body, t->body_len, true))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+					 errmsg("response body is not valid text in the database encoding")));
+		details = DirectFunctionCall1(jsonb_in, CStringGetDatum(body));
+	}
 
 	args[0] = CStringGetTextDatum(t->external_id);
 	args[1] = details;
@@ -474,6 +491,8 @@ wi_complete(List *finished, WiCounters *counters)
 			ResourceOwner owner = CurrentResourceOwner;
 
 			BeginInternalSubTransaction(NULL);
+			/* The parsed document lives in the per-job context, not the batch's. */
+			MemoryContextSwitchTo(before);
 			PG_TRY();
 			{
 				handle(t, verdict == V_GONE);

@@ -124,6 +124,7 @@ wake_at_end_of_xact(XactEvent event, void *arg)
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
+		case XACT_EVENT_PREPARE:
 			wake_at_commit = false;
 			break;
 		default:

@@ -103,6 +103,7 @@ webhook_ingest_worker_main(Datum arg)
 	int			fd_cap;
 	bool		claim_now = true;
 	TimestampTz next_lease_check = 0;
+	TimestampTz next_poll = 0;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
@@ -110,6 +111,12 @@ webhook_ingest_worker_main(Datum arg)
 
 	BackgroundWorkerInitializeConnection(wi_database, NULL, 0);
 	pgstat_report_appname("webhook_ingest worker");
+	/*
+	 * The worker runs as the bootstrap superuser: pg_catalog first, whatever
+	 * ALTER DATABASE says, so nothing can shadow what its SQL calls.  Handlers
+	 * see public after it; a handler that needs more sets its own search_path.
+	 */
+	SetConfigOption("search_path", "pg_catalog, public", PGC_SUSET, PGC_S_OVERRIDE);
 	wi_shmem_register_worker();
 
 	/* Nothing to do until the extension exists in this database. */
@@ -155,6 +162,13 @@ webhook_ingest_worker_main(Datum arg)
 			if (wi_reclaim_expired() > 0)
 				claim_now = true;
 			next_lease_check = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wi_poll_interval_ms * 10L);
+		}
+
+		/* The poll: retries that came due, rows written another way. */
+		if (GetCurrentTimestamp() >= next_poll)
+		{
+			claim_now = true;
+			next_poll = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wi_poll_interval_ms);
 		}
 
 		/* Refill: claim as many due jobs as there are free slots. */
@@ -224,8 +238,6 @@ webhook_ingest_worker_main(Datum arg)
 		if (timeout < 0 || timeout > wi_poll_interval_ms)
 			timeout = wi_poll_interval_ms;
 		nevents = WaitEventSetWait(wait_set, timeout, events, lengthof(events), PG_WAIT_EXTENSION);
-		if (nevents == 0)
-			claim_now = true;	/* the poll: rows written another way, retries now due */
 		for (int i = 0; i < nevents; i++)
 		{
 			if (events[i].events & WL_LATCH_SET)
