@@ -25,10 +25,12 @@ TEST_TEMP_INSTANCE ?= $(CURDIR)/tmp_check
 REGRESS = $(patsubst test/sql/%.sql,%,$(sort $(wildcard test/sql/*.sql)))
 REGRESS_OPTS = --inputdir=test --outputdir=$(CURDIR)/test \
 	--temp-instance=$(TEST_TEMP_INSTANCE) --temp-config=$(CURDIR)/test/webhook_ingest.conf \
+	--temp-config=$(CURDIR)/test/regress.conf \
 	--load-extension=$(EXTENSION)
 ISOLATION = $(patsubst test/specs/%.spec,%,$(sort $(wildcard test/specs/*.spec)))
 ISOLATION_OPTS = --inputdir=test --outputdir=$(CURDIR)/test/output_iso \
 	--temp-instance=$(TEST_TEMP_INSTANCE)_iso --temp-config=$(CURDIR)/test/webhook_ingest.conf \
+	--temp-config=$(CURDIR)/test/isolation.conf \
 	--load-extension=$(EXTENSION)
 TAP_TESTS = 1
 PROVE_TESTS = $(sort $(wildcard test/t/*.pl))

@@ -15,16 +15,18 @@ END
 $do$;
 
 /*
- * The worker serves one database (webhook_ingest.database): say so when the
- * extension is created anywhere else, or jobs would wait there unnoticed.
+ * The worker serves one database (webhook_ingest.database): the extension
+ * belongs there and nowhere else, or jobs would wait unnoticed.
  */
 DO $do$
 BEGIN
     -- (Without the library preloaded the setting is unknown; loading it fails further down.)
     IF current_database() <> current_setting('webhook_ingest.database', true) THEN
-        RAISE WARNING 'the webhook_ingest worker serves database "%", not "%"',
-                      current_setting('webhook_ingest.database'), current_database()
-            USING DETAIL = 'Webhooks enqueued in this database are kept but not fetched.',
+        RAISE EXCEPTION 'can only create extension webhook_ingest in database "%"',
+                        current_setting('webhook_ingest.database')
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = format('The webhook_ingest worker serves database %I, set by webhook_ingest.database.',
+                                  current_setting('webhook_ingest.database')),
                   HINT = format('Set webhook_ingest.database = %L in postgresql.conf and restart the server.',
                                 current_database());
     END IF;

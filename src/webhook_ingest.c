@@ -19,6 +19,7 @@ PG_MODULE_MAGIC;
 /* How long accepted event ids are remembered, in seconds. */
 int			wi_dedup_window = 7 * 24 * 60 * 60;
 char	   *wi_database = NULL;
+bool		wi_enabled = true;
 int			wi_max_concurrent_requests = 256;
 int			wi_max_host_connections = 256;
 int			wi_max_response_size_kb = 1024;
@@ -58,6 +59,13 @@ _PG_init(void)
 							   PGC_POSTMASTER,
 							   0,
 							   NULL, NULL, NULL);
+	DefineCustomBoolVariable("webhook_ingest.enabled",
+							 "Whether the worker claims and fetches jobs.",
+							 "Off: the worker starts no new fetch and takes back no lease; enqueue is unaffected.",
+							 &wi_enabled,
+							 true,
+							 PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
 	DefineCustomIntVariable("webhook_ingest.max_concurrent_requests",
 							"Most fetches the worker keeps in flight at once.",
 							"Also capped by the worker's open file limit.",

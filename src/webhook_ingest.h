@@ -17,6 +17,7 @@
 /* GUC variables (webhook_ingest.c) */
 extern int	wi_dedup_window;
 extern char *wi_database;
+extern bool wi_enabled;
 extern int	wi_max_concurrent_requests;
 extern int	wi_max_host_connections;
 extern int	wi_max_response_size_kb;

@@ -126,6 +126,9 @@ webhook_ingest_worker_main(Datum arg)
 	fd_cap = transfers_allowed_by_file_limit();
 	wi_http_init(wi_max_host_connections);
 
+	while (!wi_enabled)
+		wait_for(wi_poll_interval_ms * 10L);
+
 	{
 		int			n = wi_reclaim_running();
 
@@ -157,7 +160,7 @@ webhook_ingest_worker_main(Datum arg)
 		}
 
 		/* Now and then, take back expired leases that are not ours. */
-		if (GetCurrentTimestamp() >= next_lease_check)
+		if (wi_enabled && GetCurrentTimestamp() >= next_lease_check)
 		{
 			if (wi_reclaim_expired() > 0)
 				claim_now = true;
@@ -172,7 +175,7 @@ webhook_ingest_worker_main(Datum arg)
 		}
 
 		/* Refill: claim as many due jobs as there are free slots. */
-		capacity = Min(wi_max_concurrent_requests, fd_cap) - wi_http_in_flight();
+		capacity = wi_enabled ? Min(wi_max_concurrent_requests, fd_cap) - wi_http_in_flight() : 0;
 		if (claim_now && capacity > 0)
 		{
 			List	   *claimed = wi_claim(capacity, wi_lease_timeout_s, job_cxt);

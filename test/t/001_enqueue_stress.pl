@@ -10,11 +10,16 @@ use Test::More;
 
 my $node = PostgreSQL::Test::Cluster->new('stress');
 $node->init;
-$node->append_conf('postgresql.conf', "shared_preload_libraries = 'webhook_ingest'\nmax_connections = 40");
+# Intake alone: the worker serves app but claims nothing.
+$node->append_conf('postgresql.conf', qq{
+shared_preload_libraries = 'webhook_ingest'
+webhook_ingest.database = 'app'
+webhook_ingest.enabled = off
+max_connections = 40
+});
 $node->start;
 
 $node->safe_psql('postgres', 'CREATE DATABASE app');
-# The worker serves database postgres; these tests exercise intake alone, in app.
 $node->safe_psql('app', q{
 	CREATE EXTENSION webhook_ingest;
 	SELECT webhook_ingest.add_source('stress', 'http://127.0.0.1:9/o/{external_id}');

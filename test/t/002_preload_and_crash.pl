@@ -18,15 +18,20 @@ $plain->stop;
 
 my $node = PostgreSQL::Test::Cluster->new('crash');
 $node->init;
-$node->append_conf('postgresql.conf', "shared_preload_libraries = 'webhook_ingest'");
+# Intake alone: the worker serves app but claims nothing.
+$node->append_conf('postgresql.conf', qq{
+shared_preload_libraries = 'webhook_ingest'
+webhook_ingest.database = 'app'
+webhook_ingest.enabled = off
+});
 $node->start;
 $node->safe_psql('postgres', 'CREATE DATABASE app');
-# The worker serves database postgres; these tests exercise intake alone, in app.
-($ret, $out, $err) = $node->psql('app', 'CREATE EXTENSION webhook_ingest');
-is($ret, 0, 'CREATE EXTENSION works in a database the worker does not serve');
-like($err, qr/WARNING:  the webhook_ingest worker serves database "postgres", not "app"/,
-	'with a warning that its jobs will not be fetched');
-like($err, qr/HINT:  Set webhook_ingest.database = 'app'/, 'and how to change that');
+($ret, $out, $err) = $node->psql('postgres', 'CREATE EXTENSION webhook_ingest');
+isnt($ret, 0, 'CREATE EXTENSION is refused in a database the worker does not serve');
+like($err, qr/ERROR:  can only create extension webhook_ingest in database "app"/, 'the error names the database');
+like($err, qr/DETAIL:  The webhook_ingest worker serves database app, set by webhook_ingest.database/, 'DETAIL says why');
+like($err, qr/HINT:  Set webhook_ingest.database = 'postgres' in postgresql.conf/, 'HINT says how to change it');
+$node->safe_psql('app', 'CREATE EXTENSION webhook_ingest');
 $node->safe_psql('app', q{
 	SELECT webhook_ingest.add_source('crash', 'http://127.0.0.1:9/o/{external_id}');
 	SELECT count(*) FROM (SELECT webhook_ingest.enqueue('crash', 'obj-' || i, NULL, 'ev-' || i)

@@ -7,15 +7,14 @@ use Test::More;
 
 my $primary = PostgreSQL::Test::Cluster->new('primary');
 $primary->init(allows_streaming => 1);
-# The primary's worker serves another database, so the jobs below wait for the standby.
+# The primary's worker is switched off, so the jobs below wait for the standby.
 $primary->append_conf('postgresql.conf', qq{
 shared_preload_libraries = 'webhook_ingest'
-webhook_ingest.database = 'elsewhere'
+webhook_ingest.enabled = off
 webhook_ingest.poll_interval = 50ms
 });
 $primary->start;
 $primary->safe_psql('postgres', q{
-	CREATE DATABASE elsewhere;
 	CREATE EXTENSION webhook_ingest;
 	SELECT webhook_ingest.add_source('blog', 'http://127.0.0.1:18080/posts/{external_id}');
 	SELECT count(*) FROM generate_series(1, 20) i, webhook_ingest.enqueue('blog', 'p' || i) e;
@@ -24,7 +23,7 @@ $primary->backup('b');
 
 my $standby = PostgreSQL::Test::Cluster->new('standby');
 $standby->init_from_backup($primary, 'b', has_streaming => 1);
-$standby->append_conf('postgresql.conf', "webhook_ingest.database = 'postgres'");
+$standby->append_conf('postgresql.conf', 'webhook_ingest.enabled = on');
 $standby->start;
 $primary->wait_for_catchup($standby);
 
