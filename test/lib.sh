@@ -46,7 +46,9 @@ wi_setup() {
 
 wi_as_user() {
 	if [ "$(id -u)" -eq 0 ]; then
-		runuser -u "$WI_USER" -- env HOME="${WI_HOME:-/tmp}" PATH="$("$PG_CONFIG" --bindir):$PATH" "$@"
+		# From a directory the user may enter (a clone under a private mktemp dir is not one).
+		(cd "${WI_HOME:-/tmp}" &&
+			runuser -u "$WI_USER" -- env HOME="${WI_HOME:-/tmp}" PATH="$("$PG_CONFIG" --bindir):$PATH" "$@")
 	else
 		env PATH="$("$PG_CONFIG" --bindir):$PATH" "$@"
 	fi
