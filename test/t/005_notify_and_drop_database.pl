@@ -42,6 +42,17 @@ $listener->quit;
 like($heard, qr/Asynchronous notification "webhook_ingest_done" with payload "\{"job_id": $job, "source": "blog", "external_id": "n-1"\}"/,
 	'NOTIFY webhook_ingest_done carries the job id, source and external id');
 
+# SIGHUP: switching webhook_ingest.enabled off and on takes effect on reload
+$node->safe_psql('wdb', q{ALTER SYSTEM SET webhook_ingest.enabled = off; SELECT pg_reload_conf();});
+sleep 1;
+$node->safe_psql('wdb', q{SELECT webhook_ingest.enqueue('blog', 'h-1')});
+sleep 1;
+is($node->safe_psql('wdb', q{SELECT state FROM webhook_ingest.jobs WHERE external_id = 'h-1'}),
+	'pending', 'after a reload with enabled = off the worker fetches nothing');
+$node->safe_psql('wdb', q{ALTER SYSTEM RESET webhook_ingest.enabled; SELECT pg_reload_conf();});
+ok($node->poll_query_until('wdb', q{SELECT state = 'done' FROM webhook_ingest.jobs WHERE external_id = 'h-1'}),
+	'after a reload with enabled = on it does');
+
 # transfers in flight, then DROP DATABASE WITH (FORCE) of the worker's database
 $node->safe_psql('wdb', q{SELECT count(*) FROM generate_series(1, 20) i, webhook_ingest.enqueue('stuck', 's-' || i) e});
 $node->poll_query_until('wdb', q{SELECT count(*) = 20 FROM webhook_ingest.jobs WHERE state = 'running'})
