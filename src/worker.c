@@ -137,7 +137,11 @@ webhook_ingest_worker_main(Datum arg)
 	}
 
 	job_cxt = AllocSetContextCreate(TopMemoryContext, "webhook_ingest jobs", ALLOCSET_DEFAULT_SIZES);
+#if PG_VERSION_NUM >= 170000
+	wait_set = CreateWaitEventSet(NULL, 3);	/* for the process's life */
+#else
 	wait_set = CreateWaitEventSet(TopMemoryContext, 3);
+#endif
 	AddWaitEventToSet(wait_set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	AddWaitEventToSet(wait_set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 	AddWaitEventToSet(wait_set, WL_SOCKET_READABLE, wi_http_epoll_fd(), NULL, NULL);
