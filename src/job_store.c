@@ -139,6 +139,21 @@ wi_reclaim_expired(void)
 	return n;
 }
 
+/* One slice of the walk that forgets expired event ids (purge_events). */
+void
+wi_purge_events(int max_pages)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			types[1] = {INT4OID};
+	Datum		args[1] = {Int32GetDatum(max_pages)};
+
+	begin_tx();
+	pgstat_report_activity(STATE_RUNNING, "webhook_ingest: forgetting expired event ids");
+	if (run_cached(&plan, "SELECT webhook_ingest.purge_events($1)", 1, types, args, NULL, false) != SPI_OK_SELECT)
+		elog(ERROR, "could not purge event ids");
+	end_tx();
+}
+
 static struct curl_slist *
 headers_list(Jsonb *headers)
 {

@@ -33,6 +33,9 @@ PGDLLEXPORT void webhook_ingest_worker_main(Datum arg);
 /* Sockets this process keeps for itself besides curl's. */
 #define WI_RESERVED_FDS		100
 
+/* Pages of events one housekeeping round looks at. */
+#define WI_PURGE_PAGES		100
+
 /* Most completions committed in one transaction. */
 #define WI_COMPLETE_BATCH	256
 
@@ -163,11 +166,15 @@ webhook_ingest_worker_main(Datum arg)
 			wi_http_set_host_limit(wi_max_host_connections);
 		}
 
-		/* Now and then, take back expired leases that are not ours. */
+		/*
+		 * Now and then, take back expired leases that are not ours, and walk
+		 * one slice of the events table to forget expired event ids.
+		 */
 		if (wi_enabled && GetCurrentTimestamp() >= next_lease_check)
 		{
 			if (wi_reclaim_expired() > 0)
 				claim_now = true;
+			wi_purge_events(WI_PURGE_PAGES);
 			next_lease_check = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wi_poll_interval_ms * 10L);
 		}
 

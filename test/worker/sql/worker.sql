@@ -145,5 +145,10 @@ VALUES ('blog', 'leased', 'running', 1, now() - interval '1 s', 1);
 SELECT wait_until($$SELECT state = 'done' FROM webhook_ingest.jobs WHERE external_id = 'leased'$$);
 SELECT state, attempts, last_status FROM webhook_ingest.jobs WHERE external_id = 'leased';
 
+-- the worker forgets event ids past webhook_ingest.dedup_window on its own
+UPDATE webhook_ingest.events SET received_at = now() - interval '8 days' WHERE event_id = 'e1';
+SELECT wait_until($$SELECT NOT EXISTS (SELECT FROM webhook_ingest.events WHERE event_id = 'e1')$$);
+SELECT count(*) > 0 AS others_remembered FROM webhook_ingest.events;
+
 -- nothing is left running or leased
 SELECT count(*) AS running FROM webhook_ingest.jobs WHERE state = 'running' OR lease_until IS NOT NULL;
