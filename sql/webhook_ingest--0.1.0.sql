@@ -310,6 +310,21 @@ COMMENT ON FUNCTION webhook_ingest.purge_events(integer) IS
     'forget event ids older than webhook_ingest.dedup_window, walking at most max_pages pages of the table';
 
 /*
+ * The worker, as it sees itself: from shared memory, cheap at any rate.
+ */
+CREATE FUNCTION webhook_ingest._worker_status(
+    OUT pid integer, OUT database text, OUT state text, OUT started_at timestamptz,
+    OUT in_flight integer, OUT claimed bigint, OUT fetched bigint, OUT succeeded bigint,
+    OUT retried bigint, OUT dead bigint, OUT handler_errors bigint, OUT bytes bigint,
+    OUT last_error text, OUT last_error_at timestamptz)
+RETURNS record
+AS 'MODULE_PATHNAME', 'webhook_ingest_worker_status'
+LANGUAGE C VOLATILE STRICT;
+CREATE VIEW webhook_ingest.worker_status AS SELECT * FROM webhook_ingest._worker_status();
+COMMENT ON VIEW webhook_ingest.worker_status IS
+    'the background worker: pid, database, state, transfers in flight, counters since it started, last error';
+
+/*
  * Privileges: nothing for PUBLIC; the enqueue role may call enqueue() only.
  */
 REVOKE ALL ON ALL TABLES IN SCHEMA webhook_ingest FROM PUBLIC;

@@ -308,7 +308,7 @@ backoff_ms(Transfer *t)
 	return (long) delay;
 }
 
-static void
+static bool
 record_failure(Transfer *t, Verdict verdict, const char *why, long elapsed_ms)
 {
 	static const char *sql =
@@ -346,6 +346,19 @@ record_failure(Transfer *t, Verdict verdict, const char *why, long elapsed_ms)
 				(errmsg("webhook_ingest: job %lld (%s/%s) is dead", (long long) t->job_id,
 						t->source, t->external_id),
 				 errdetail("%s", msg)));
+	return dead;
+}
+
+static void
+count_failure(WiCounters *counters, bool dead, const Transfer *t, const char *why)
+{
+	if (dead)
+		counters->dead++;
+	else
+		counters->retried++;
+	snprintf(counters->last_error, sizeof(counters->last_error), "job %lld (%s/%s): %s",
+			 (long long) t->job_id, t->source, t->external_id, why);
+	counters->last_error_at = GetCurrentTimestamp();
 }
 
 static int
@@ -498,6 +511,8 @@ wi_complete(List *finished, WiCounters *counters)
 		long		elapsed_ms = (long) (t->seconds * 1000.0);
 
 		MemoryContextSwitchTo(per_job);
+		counters->fetched++;
+		counters->bytes += t->body_len;
 		initStringInfo(&why);
 		verdict = judge(t, &why);
 		if (verdict == V_HANDLE || verdict == V_GONE)
@@ -529,14 +544,13 @@ wi_complete(List *finished, WiCounters *counters)
 				appendStringInfo(&why, "%s: %s", verdict == V_GONE ? "handler (object gone)" : "handler", e->message);
 				FreeErrorData(e);
 				counters->handler_errors++;
-				record_failure(t, V_RETRY, why.data, elapsed_ms);
+				count_failure(counters, record_failure(t, V_RETRY, why.data, elapsed_ms), t, why.data);
 			}
 			PG_END_TRY();
 		}
 		else
 		{
-			record_failure(t, verdict, why.data, elapsed_ms);
-			counters->failed++;
+			count_failure(counters, record_failure(t, verdict, why.data, elapsed_ms), t, why.data);
 		}
 		MemoryContextSwitchTo(batch);
 		MemoryContextReset(per_job);

@@ -9,13 +9,6 @@
 
 #include "nodes/pg_list.h"
 
-typedef struct WiCounters
-{
-	int64		claimed;
-	int64		succeeded;
-	int64		failed;
-	int64		handler_errors;
-} WiCounters;
 
 extern bool wi_extension_ready(void);
 extern int	wi_reclaim_running(void);

@@ -1,18 +1,25 @@
 /*
  * shmem.c
  *		Shared state between the worker and every backend: where the worker's
- *		latch is, and the wake-up that enqueue() arms and a transaction
- *		callback fires at commit (never on rollback).
+ *		latch is, the wake-up that enqueue() arms and a transaction callback
+ *		fires at commit (never on rollback), and the worker's status and
+ *		counters that the worker_status view reads.
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "access/xact.h"
+#include "commands/dbcommands.h"
+#include "fmgr.h"
+#include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
 
 #include "webhook_ingest.h"
 
@@ -21,7 +28,14 @@ typedef struct WiShared
 	slock_t		mutex;
 	pid_t		worker_pid;		/* 0 when no worker runs */
 	Latch	   *worker_latch;	/* the worker's PGPROC latch, in shared memory */
+	Oid			database;
+	TimestampTz started_at;
+	char		state[64];
+	int			in_flight;
+	WiCounters	counters;
 } WiShared;
+
+PG_FUNCTION_INFO_V1(webhook_ingest_worker_status);
 
 static WiShared *wi_shared = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -56,6 +70,7 @@ wi_shmem_startup(void)
 		SpinLockInit(&wi_shared->mutex);
 		wi_shared->worker_pid = 0;
 		wi_shared->worker_latch = NULL;
+		strlcpy(wi_shared->state, "not running", sizeof(wi_shared->state));
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -82,6 +97,8 @@ forget_worker(int code, Datum arg)
 	{
 		wi_shared->worker_pid = 0;
 		wi_shared->worker_latch = NULL;
+		strlcpy(wi_shared->state, "not running", sizeof(wi_shared->state));
+		wi_shared->in_flight = 0;
 	}
 	SpinLockRelease(&wi_shared->mutex);
 }
@@ -93,8 +110,64 @@ wi_shmem_register_worker(void)
 	SpinLockAcquire(&wi_shared->mutex);
 	wi_shared->worker_pid = MyProcPid;
 	wi_shared->worker_latch = MyLatch;
+	wi_shared->database = MyDatabaseId;
+	wi_shared->started_at = GetCurrentTimestamp();
+	memset(&wi_shared->counters, 0, sizeof(WiCounters));
+	wi_shared->in_flight = 0;
 	SpinLockRelease(&wi_shared->mutex);
 	on_shmem_exit(forget_worker, (Datum) 0);
+}
+
+/* The worker publishes what it is doing; readers copy it under the spinlock. */
+void
+wi_shmem_publish(const char *state, int in_flight, const WiCounters *counters)
+{
+	SpinLockAcquire(&wi_shared->mutex);
+	strlcpy(wi_shared->state, state, sizeof(wi_shared->state));
+	wi_shared->in_flight = in_flight;
+	memcpy(&wi_shared->counters, counters, sizeof(WiCounters));
+	SpinLockRelease(&wi_shared->mutex);
+}
+
+/*
+ * webhook_ingest.worker_status: one row from shared memory, no table read.
+ */
+Datum
+webhook_ingest_worker_status(PG_FUNCTION_ARGS)
+{
+	TupleDesc	desc;
+	Datum		values[14];
+	bool		nulls[14] = {0};
+	WiShared	copy;
+	char	   *dbname;
+
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	SpinLockAcquire(&wi_shared->mutex);
+	memcpy(&copy, wi_shared, sizeof(WiShared));
+	SpinLockRelease(&wi_shared->mutex);
+
+	values[0] = Int32GetDatum(copy.worker_pid);
+	nulls[0] = copy.worker_pid == 0;
+	dbname = copy.worker_pid != 0 ? get_database_name(copy.database) : NULL;
+	values[1] = dbname ? CStringGetTextDatum(dbname) : (Datum) 0;
+	nulls[1] = dbname == NULL;
+	values[2] = CStringGetTextDatum(copy.state);
+	values[3] = TimestampTzGetDatum(copy.started_at);
+	nulls[3] = copy.worker_pid == 0;
+	values[4] = Int32GetDatum(copy.in_flight);
+	values[5] = Int64GetDatum(copy.counters.claimed);
+	values[6] = Int64GetDatum(copy.counters.fetched);
+	values[7] = Int64GetDatum(copy.counters.succeeded);
+	values[8] = Int64GetDatum(copy.counters.retried);
+	values[9] = Int64GetDatum(copy.counters.dead);
+	values[10] = Int64GetDatum(copy.counters.handler_errors);
+	values[11] = Int64GetDatum(copy.counters.bytes);
+	values[12] = CStringGetTextDatum(copy.counters.last_error);
+	nulls[12] = copy.counters.last_error[0] == '\0';
+	values[13] = TimestampTzGetDatum(copy.counters.last_error_at);
+	nulls[13] = copy.counters.last_error_at == 0;
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
 }
 
 static void

@@ -7,6 +7,8 @@
 
 #include "postgres.h"
 
+#include "datatype/timestamp.h"
+
 #define WI_EXTENSION_NAME		"webhook_ingest"
 #define WI_SCHEMA_NAME			"webhook_ingest"
 #define WI_VERSION				"0.1.0"
@@ -27,9 +29,24 @@ extern int	wi_backoff_base_ms;
 extern int	wi_backoff_max_ms;
 extern int	wi_connect_timeout_ms;
 
+/* What the worker has done since it started (worker_status). */
+typedef struct WiCounters
+{
+	int64		claimed;		/* jobs claimed */
+	int64		fetched;		/* transfers finished, whatever the outcome */
+	int64		succeeded;		/* jobs done (handler committed) */
+	int64		retried;		/* failed attempts with a retry scheduled */
+	int64		dead;			/* jobs that ended dead */
+	int64		handler_errors; /* handler calls that raised an error */
+	int64		bytes;			/* response body bytes received */
+	char		last_error[256];
+	TimestampTz last_error_at;
+} WiCounters;
+
 /* shmem.c */
 extern void wi_shmem_init(void);
 extern void wi_shmem_register_worker(void);
+extern void wi_shmem_publish(const char *state, int in_flight, const WiCounters *counters);
 extern void wi_wake_worker_at_commit(void);
 
 /* worker.c */

@@ -123,14 +123,17 @@ webhook_ingest_worker_main(Datum arg)
 	wi_shmem_register_worker();
 
 	/* Nothing to do until the extension exists in this database. */
+	wi_shmem_publish("waiting for the extension", 0, &counters);
 	while (!wi_extension_ready())
 		wait_for(wi_poll_interval_ms * 10L);
 
 	fd_cap = transfers_allowed_by_file_limit();
 	wi_http_init(wi_max_host_connections);
 
+	wi_shmem_publish("disabled", 0, &counters);
 	while (!wi_enabled)
 		wait_for(wi_poll_interval_ms * 10L);
+	wi_shmem_publish("running", 0, &counters);
 
 	{
 		int			n = wi_reclaim_running();
@@ -246,6 +249,8 @@ webhook_ingest_worker_main(Datum arg)
 			claim_now = true;
 			continue;
 		}
+
+		wi_shmem_publish(wi_enabled ? "running" : "disabled", wi_http_in_flight(), &counters);
 
 		/* Wait for the latch, curl's sockets, curl's timer, or the poll. */
 		timeout = wi_http_timeout_ms();

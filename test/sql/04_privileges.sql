@@ -30,6 +30,8 @@ SELECT webhook_ingest.url_for('app', 'a1');
 \echo :SQLSTATE
 SELECT webhook_ingest.purge_events();
 \echo :SQLSTATE
+SELECT * FROM webhook_ingest.worker_status;
+\echo :SQLSTATE
 RESET ROLE;
 
 -- operators the caller puts first on search_path do not change what enqueue runs

@@ -150,5 +150,13 @@ UPDATE webhook_ingest.events SET received_at = now() - interval '8 days' WHERE e
 SELECT wait_until($$SELECT NOT EXISTS (SELECT FROM webhook_ingest.events WHERE event_id = 'e1')$$);
 SELECT count(*) > 0 AS others_remembered FROM webhook_ingest.events;
 
+-- the worker's own view of itself, from shared memory
+SELECT pid = (SELECT pid FROM pg_stat_activity WHERE backend_type = 'webhook_ingest worker') AS same_pid,
+       database, state, in_flight, started_at <= now() AS started,
+       claimed >= fetched AS claims_cover_fetches, fetched > 0 AS fetched, succeeded > 0 AS succeeded,
+       retried > 0 AS retried, dead, handler_errors > 0 AS handler_errors, bytes > 0 AS bytes,
+       last_error IS NOT NULL AS has_last_error, last_error_at <= now() AS last_error_at
+  FROM webhook_ingest.worker_status;
+
 -- nothing is left running or leased
 SELECT count(*) AS running FROM webhook_ingest.jobs WHERE state = 'running' OR lease_until IS NOT NULL;
