@@ -84,21 +84,13 @@ static SPIPlanPtr active_job_plan;
 static SPIPlanPtr source_exists_plan;
 static TupleDesc result_desc;
 
+/* Every statement here takes (source text, text, jsonb) or a prefix of it. */
 static SPIPlanPtr
 prepare_once(SPIPlanPtr *plan, const char *sql, int nargs)
 {
 	static Oid	argtypes[3] = {TEXTOID, TEXTOID, JSONBOID};
 
-	if (*plan == NULL)
-	{
-		SPIPlanPtr	p = SPI_prepare_cursor(sql, nargs, argtypes, CURSOR_OPT_GENERIC_PLAN);
-
-		if (p == NULL)
-			elog(ERROR, "SPI_prepare failed for \"%s\": %s", sql, SPI_result_code_string(SPI_result));
-		SPI_keepplan(p);
-		*plan = p;
-	}
-	return *plan;
+	return wi_prepare_once(plan, sql, nargs, argtypes);
 }
 
 static void
@@ -190,12 +182,11 @@ enqueue_sql(text *source, text *external_id, Datum payload, bool payload_null, t
 }
 
 /*
- * The fast path (queue_write.c).  Returns false, having written nothing, if
- * the tables are not as it expects; the caller then takes the SQL path.
+ * The fast path (queue_write.c); wi_direct_write_possible() said it applies.
  */
-static bool
+static EnqueueOutcome
 enqueue_direct(text *source, text *external_id, Datum payload, bool payload_null, text *event_id,
-			   int64 *job_id, bool *job_id_null, EnqueueOutcome *outcome)
+			   int64 *job_id, bool *job_id_null)
 {
 	bool		was_running;
 	EState	   *estate;
@@ -207,31 +198,18 @@ enqueue_direct(text *source, text *external_id, Datum payload, bool payload_null
 	estate = wi_write_begin();
 	if (event_id != NULL)
 	{
-		result = wi_remember_event(estate, source, event_id);
-		if (result == WRITE_NOT_POSSIBLE)
-		{
-			wi_write_end(estate);
-			return false;
-		}
-		if (result == WRITE_EXISTED)
+		if (wi_remember_event(estate, source, event_id) == WRITE_EXISTED)
 		{
 			wi_write_end(estate);
 			*job_id_null = !wi_active_job(source, external_id, job_id);
-			*outcome = OUTCOME_DUPLICATE;
-			return true;
+			return OUTCOME_DUPLICATE;
 		}
 	}
 
 	result = wi_upsert_job(estate, source, external_id, payload, payload_null, job_id, &was_running);
 	wi_write_end(estate);
-	if (result == WRITE_NOT_POSSIBLE)
-	{
-		/* An event id may be in already: fail rather than half-write. */
-		elog(ERROR, "webhook_ingest.jobs does not have the columns this version expects");
-	}
-	*outcome = result == WRITE_INSERTED ? OUTCOME_QUEUED :
+	return result == WRITE_INSERTED ? OUTCOME_QUEUED :
 		was_running ? OUTCOME_REQUEUED : OUTCOME_COALESCED;
-	return true;
 }
 
 Datum
@@ -281,11 +259,10 @@ webhook_ingest_enqueue(PG_FUNCTION_ARGS)
 
 	wi_lock_jobs();
 
-	if (!wi_direct_write_possible() ||
-		!enqueue_direct(source, external_id, payload, payload_null, event_id,
-						&job_id, &job_id_null, &outcome))
-		outcome = enqueue_sql(source, external_id, payload, payload_null, event_id,
-							  &job_id, &job_id_null);
+	if (wi_direct_write_possible())
+		outcome = enqueue_direct(source, external_id, payload, payload_null, event_id, &job_id, &job_id_null);
+	else
+		outcome = enqueue_sql(source, external_id, payload, payload_null, event_id, &job_id, &job_id_null);
 
 	if (outcome != OUTCOME_DUPLICATE)
 		wi_wake_worker_at_commit();

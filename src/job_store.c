@@ -37,15 +37,7 @@ static int
 run_cached(SPIPlanPtr *plan, const char *sql, int nargs, Oid *types, Datum *args, const char *nulls,
 		   bool read_only)
 {
-	if (*plan == NULL)
-	{
-		SPIPlanPtr	p = SPI_prepare(sql, nargs, types);
-
-		if (p == NULL)
-			elog(ERROR, "could not prepare \"%s\": %s", sql, SPI_result_code_string(SPI_result));
-		SPI_keepplan(p);
-		*plan = p;
-	}
+	wi_prepare_once(plan, sql, nargs, types);
 	/* Results are read right after each call: free the last one first. */
 	SPI_freetuptable(SPI_tuptable);
 	return SPI_execute_plan(*plan, args, nulls, read_only, 0);
@@ -470,18 +462,15 @@ handle(Transfer *t, bool gone)
 	{
 		Oid			ntypes[1] = {TEXTOID};
 		Datum		nargs[1];
+		StringInfoData buf;
 
-		{
-			StringInfoData buf;
-
-			initStringInfo(&buf);
-			appendStringInfo(&buf, "{\"job_id\": %lld, \"source\": ", (long long) t->job_id);
-			escape_json(&buf, t->source);
-			appendStringInfoString(&buf, ", \"external_id\": ");
-			escape_json(&buf, t->external_id);
-			appendStringInfoChar(&buf, '}');
-			nargs[0] = CStringGetTextDatum(buf.data);
-		}
+		initStringInfo(&buf);
+		appendStringInfo(&buf, "{\"job_id\": %lld, \"source\": ", (long long) t->job_id);
+		escape_json(&buf, t->source);
+		appendStringInfoString(&buf, ", \"external_id\": ");
+		escape_json(&buf, t->external_id);
+		appendStringInfoChar(&buf, '}');
+		nargs[0] = CStringGetTextDatum(buf.data);
 		if (run_cached(&notify_plan, "SELECT pg_catalog.pg_notify('webhook_ingest_done', $1)", 1, ntypes, nargs,
 					   NULL, false) != SPI_OK_SELECT)
 			elog(ERROR, "could not notify");

@@ -576,14 +576,16 @@ wi_write_end(EState *estate)
 WriteResult
 wi_remember_event(EState *estate, text *source, text *event_id)
 {
-	return WRITE_NOT_POSSIBLE;
+	elog(ERROR, "direct queue writes need PostgreSQL 14 or later");
+	return WRITE_EXISTED;
 }
 
 WriteResult
 wi_upsert_job(EState *estate, text *source, text *external_id, Datum payload, bool payload_null,
 			  int64 *job_id, bool *was_running)
 {
-	return WRITE_NOT_POSSIBLE;
+	elog(ERROR, "direct queue writes need PostgreSQL 14 or later");
+	return WRITE_EXISTED;
 }
 
 #endif

@@ -11,8 +11,7 @@
 typedef enum WriteResult
 {
 	WRITE_INSERTED,				/* a new row */
-	WRITE_EXISTED,				/* the key was there: duplicate / absorbed */
-	WRITE_NOT_POSSIBLE			/* use the SQL path instead */
+	WRITE_EXISTED				/* the key was there: duplicate / absorbed */
 } WriteResult;
 
 extern bool wi_direct_write_possible(void);

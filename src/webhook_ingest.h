@@ -56,6 +56,10 @@ extern void wi_register_worker(void);
 extern void wi_check_not_null(bool isnull, const char *what);
 extern void wi_check_id(const char *what, const char *value, int len);
 
+/* spi_plans.c */
+struct _SPI_plan;
+extern struct _SPI_plan *wi_prepare_once(struct _SPI_plan **plan, const char *sql, int nargs, Oid *argtypes);
+
 /* url.c */
 extern char *wi_render_url(const char *url_template, const char *id, int idlen);
 

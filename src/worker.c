@@ -160,6 +160,7 @@ webhook_ingest_worker_main(Datum arg)
 		List	   *finished = NIL;
 		Transfer   *t;
 		int			capacity;
+		TimestampTz now;
 
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
@@ -173,19 +174,20 @@ webhook_ingest_worker_main(Datum arg)
 		 * Now and then, take back expired leases that are not ours, and walk
 		 * one slice of the events table to forget expired event ids.
 		 */
-		if (wi_enabled && GetCurrentTimestamp() >= next_lease_check)
+		now = GetCurrentTimestamp();
+		if (wi_enabled && now >= next_lease_check)
 		{
 			if (wi_reclaim_expired() > 0)
 				claim_now = true;
 			wi_purge_events(WI_PURGE_PAGES);
-			next_lease_check = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wi_poll_interval_ms * 10L);
+			next_lease_check = TimestampTzPlusMilliseconds(now, wi_poll_interval_ms * 10L);
 		}
 
 		/* The poll: retries that came due, rows written another way. */
-		if (GetCurrentTimestamp() >= next_poll)
+		if (now >= next_poll)
 		{
 			claim_now = true;
-			next_poll = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wi_poll_interval_ms);
+			next_poll = TimestampTzPlusMilliseconds(now, wi_poll_interval_ms);
 		}
 
 		/* Refill: claim as many due jobs as there are free slots. */
