@@ -23,6 +23,11 @@ typedef struct Transfer
 	char	   *url;
 	long		timeout_ms;
 	Oid			handler;		/* InvalidOid: store the document */
+	TimestampTz created_at;		/* when the job's first webhook came */
+
+	/* set by job_store.c when it completes the job */
+	int			outcome;		/* WiOutcome */
+	char	   *why;			/* what went wrong, for a failed outcome */
 
 	/* owned by http.c; callbacks touch only these, and never ereport */
 	CURL	   *easy;

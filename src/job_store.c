@@ -10,6 +10,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/pg_type.h"
 #if PG_VERSION_NUM >= 150000
 #include "common/pg_prng.h"
@@ -19,11 +20,14 @@
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "mb/pg_wchar.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/pg_lsn.h"
 #include "utils/snapmgr.h"
 
 #include "webhook_ingest.h"
@@ -73,17 +77,128 @@ end_tx(void)
 	pgstat_report_activity(STATE_IDLE, NULL);
 }
 
-bool
-wi_extension_ready(void)
+/*
+ * Is the extension installed here, and at this library's version?  The
+ * installed version goes to version (size bytes), "" if none.
+ */
+WiExtensionState
+wi_extension_state(char *version, int size)
 {
-	bool		ready;
+	WiExtensionState state = WI_EXTENSION_MISSING;
 
 	begin_tx();
 	pgstat_report_activity(STATE_RUNNING, "webhook_ingest: looking for the extension");
-	ready = SPI_execute("SELECT FROM pg_catalog.pg_extension WHERE extname = 'webhook_ingest'",
-						true, 1) == SPI_OK_SELECT && SPI_processed == 1;
+	version[0] = '\0';
+	if (SPI_execute("SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'webhook_ingest'",
+					true, 1) == SPI_OK_SELECT && SPI_processed == 1)
+	{
+		strlcpy(version, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1), size);
+		state = strcmp(version, WI_VERSION) == 0 ? WI_EXTENSION_READY : WI_EXTENSION_OLD;
+	}
 	end_tx();
-	return ready;
+	return state;
+}
+
+/*
+ * Done jobs whose done_lsn the worker did not get to write (it stopped
+ * between the commit and that write) get the current WAL position, which
+ * is past their commit.  done_lsn is written batch by batch in commit
+ * order, so they are the done jobs finished at or after the newest one
+ * that has it; the jobs_finished index finds both.
+ */
+int
+wi_fill_missing_done_lsn(void)
+{
+	int			n;
+
+	begin_tx();
+	pgstat_report_activity(STATE_RUNNING, "webhook_ingest: filling in missing done_lsn");
+	if (SPI_execute("UPDATE webhook_ingest.jobs SET done_lsn = pg_current_wal_lsn()"
+					" WHERE state <> ALL ('{pending,running,dead}'::webhook_ingest.job_state[])"
+					"   AND state = 'done' AND done_lsn IS NULL"
+					"   AND finished_at >= coalesce("
+					"     (SELECT f.finished_at FROM webhook_ingest.jobs f"
+					"       WHERE f.state <> ALL ('{pending,running,dead}'::webhook_ingest.job_state[])"
+					"         AND f.done_lsn IS NOT NULL"
+					"       ORDER BY f.finished_at DESC LIMIT 1), '-infinity')",
+					false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not fill in missing done_lsn");
+	n = (int) SPI_processed;
+	end_tx();
+	return n;
+}
+
+/*
+ * Park the pending jobs of paused sources that came due (enqueued, retried
+ * or reclaimed since the pause), so that claims need not skip them.
+ */
+int
+wi_park_paused(void)
+{
+	static SPIPlanPtr plan = NULL;
+	int			n;
+
+	begin_tx();
+	pgstat_report_activity(STATE_RUNNING, "webhook_ingest: parking jobs of paused sources");
+	if (run_cached(&plan,
+				   "UPDATE webhook_ingest.jobs j SET next_attempt_at = 'infinity', updated_at = now()"
+				   "  FROM webhook_ingest.sources s"
+				   " WHERE s.paused AND j.source = s.name AND j.state = 'pending'"
+				   "   AND j.next_attempt_at <= now()",
+				   0, NULL, NULL, NULL, false) != SPI_OK_UPDATE)
+		elog(ERROR, "could not park jobs of paused sources");
+	n = (int) SPI_processed;
+	end_tx();
+	return n;
+}
+
+/*
+ * Delete up to max_jobs done or cancelled jobs that finished more than
+ * retention_s ago, oldest first; one short transaction.
+ */
+int64
+wi_delete_finished(int retention_s, int max_jobs)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			types[2] = {INT4OID, INT4OID};
+	Datum		args[2] = {Int32GetDatum(retention_s), Int32GetDatum(max_jobs)};
+	int64		n;
+
+	begin_tx();
+	pgstat_report_activity(STATE_RUNNING, "webhook_ingest: deleting jobs past webhook_ingest.retention");
+	/* The outer conditions are checked again on a row changed meanwhile (retry()). */
+	if (run_cached(&plan,
+				   "DELETE FROM webhook_ingest.jobs j"
+				   " WHERE j.id = ANY (ARRAY("
+				   "   SELECT f.id FROM webhook_ingest.jobs f"
+				   "    WHERE f.state <> ALL ('{pending,running,dead}'::webhook_ingest.job_state[])"
+				   "      AND f.finished_at < now() - make_interval(secs => $1)"
+				   "    ORDER BY f.finished_at LIMIT $2))"
+				   "   AND j.state <> ALL ('{pending,running,dead}'::webhook_ingest.job_state[])"
+				   "   AND j.finished_at < now() - make_interval(secs => $1)",
+				   2, types, args, NULL, false) != SPI_OK_DELETE)
+		elog(ERROR, "could not delete finished jobs");
+	n = (int64) SPI_processed;
+	end_tx();
+	return n;
+}
+
+/* Pages in the events table now. */
+int64
+wi_events_pages(void)
+{
+	static SPIPlanPtr plan = NULL;
+	bool		isnull;
+	int64		pages;
+
+	begin_tx();
+	if (run_cached(&plan,
+				   "SELECT pg_relation_size('webhook_ingest.events') / current_setting('block_size')::bigint",
+				   0, NULL, NULL, NULL, true) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "could not size the events table");
+	pages = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	end_tx();
+	return pages;
 }
 
 /* Jobs left running by an earlier incarnation of the worker are due again. */
@@ -131,19 +246,24 @@ wi_reclaim_expired(void)
 	return n;
 }
 
-/* One slice of the walk that forgets expired event ids (purge_events). */
-void
+/* One slice of the walk that forgets expired event ids (purge_events); how many it forgot. */
+int64
 wi_purge_events(int max_pages)
 {
 	static SPIPlanPtr plan = NULL;
 	Oid			types[1] = {INT4OID};
 	Datum		args[1] = {Int32GetDatum(max_pages)};
+	bool		isnull;
+	int64		n;
 
 	begin_tx();
 	pgstat_report_activity(STATE_RUNNING, "webhook_ingest: forgetting expired event ids");
-	if (run_cached(&plan, "SELECT webhook_ingest.purge_events($1)", 1, types, args, NULL, false) != SPI_OK_SELECT)
+	if (run_cached(&plan, "SELECT webhook_ingest.purge_events($1)", 1, types, args, NULL, false) != SPI_OK_SELECT ||
+		SPI_processed != 1)
 		elog(ERROR, "could not purge event ids");
+	n = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	end_tx();
+	return n;
 }
 
 static struct curl_slist *
@@ -183,7 +303,7 @@ wi_claim(int max_jobs, int lease_s, MemoryContext cxt)
 	static const char *sql =
 		"WITH due AS ("
 		"  SELECT pj.id FROM webhook_ingest.jobs pj JOIN webhook_ingest.sources ps ON ps.name = pj.source"
-		"   WHERE pj.state = 'pending' AND pj.next_attempt_at <= now()"
+		"   WHERE pj.state = 'pending' AND pj.next_attempt_at <= now() AND NOT ps.paused"
 		"   ORDER BY pj.next_attempt_at LIMIT $1 FOR UPDATE OF pj SKIP LOCKED)"
 		" UPDATE webhook_ingest.jobs j"
 		"    SET state = 'running', attempts = j.attempts + 1, refetch = false,"
@@ -192,7 +312,7 @@ wi_claim(int max_jobs, int lease_s, MemoryContext cxt)
 		"   FROM due, webhook_ingest.sources s"
 		"  WHERE j.id = due.id AND s.name = j.source"
 		" RETURNING j.id, j.attempts, j.source, j.external_id, j.payload::text,"
-		"           s.url_template, s.headers, s.timeout_ms, s.max_attempts, s.handler::oid";
+		"           s.url_template, s.headers, s.timeout_ms, s.max_attempts, s.handler::oid, j.created_at";
 	static SPIPlanPtr plan = NULL;
 	Oid			argtypes[2] = {INT4OID, INT4OID};
 	Datum		args[2] = {Int32GetDatum(max_jobs), Int32GetDatum(lease_s)};
@@ -229,6 +349,7 @@ wi_claim(int max_jobs, int lease_s, MemoryContext cxt)
 		t->handler = DatumGetObjectId(SPI_getbinval(tup, desc, 10, &isnull));
 		if (isnull)
 			t->handler = InvalidOid;
+		t->created_at = DatumGetTimestampTz(SPI_getbinval(tup, desc, 11, &isnull));
 		t->retry_after_s = -1;
 		{
 			MemoryContext old = MemoryContextSwitchTo(caller);
@@ -333,6 +454,13 @@ record_failure(Transfer *t, Verdict verdict, const char *why, long elapsed_ms)
 
 	if (run_cached(&plan, sql, 7, argtypes, args, nulls, false) != SPI_OK_UPDATE)
 		elog(ERROR, "could not record a failed attempt");
+	if (SPI_processed != 1)
+	{
+		/* Cancelled or reclaimed meanwhile: the newer state stands. */
+		t->outcome = WI_OUTCOME_DISCARDED;
+		return false;
+	}
+	t->outcome = dead ? WI_OUTCOME_DEAD : WI_OUTCOME_RETRY;
 	if (dead)
 		ereport(LOG,
 				(errmsg("webhook_ingest: job %lld (%s/%s) is dead", (long long) t->job_id,
@@ -342,8 +470,12 @@ record_failure(Transfer *t, Verdict verdict, const char *why, long elapsed_ms)
 }
 
 static void
-count_failure(WiCounters *counters, bool dead, const Transfer *t, const char *why)
+count_failure(WiCounters *counters, bool dead, Transfer *t, const char *why)
 {
+	if (t->outcome == WI_OUTCOME_DISCARDED)
+		return;
+	/* Kept with the Transfer (the worker frees both) for the failures ring. */
+	t->why = MemoryContextStrdup(GetMemoryChunkContext(t), why);
 	if (dead)
 		counters->dead++;
 	else
@@ -455,8 +587,13 @@ handle(Transfer *t, bool gone)
 			elog(ERROR, "could not mark the job done");
 		/* Not running under our attempt any more (cancelled, reclaimed): undo the handler's work. */
 		if (SPI_processed != 1)
+		{
+			t->outcome = WI_OUTCOME_DISCARDED;
 			ereport(ERROR,
 					(errmsg("job %lld changed while it was fetched", (long long) t->job_id)));
+		}
+		t->outcome = strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1), "done") == 0 ?
+			WI_OUTCOME_DONE : WI_OUTCOME_REFETCH;
 	}
 
 	{
@@ -478,7 +615,81 @@ handle(Transfer *t, bool gone)
 }
 
 /*
- * Complete a batch of finished transfers in one transaction.
+ * After the batch committed: its done jobs learn the commit's LSN.  A short
+ * transaction of its own, committed asynchronously - if it is lost, the
+ * worker's next start fills in the gap (wi_fill_missing_done_lsn).
+ */
+static void
+record_done_lsn(List *finished, XLogRecPtr commit_end)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			types[2] = {PG_LSNOID, INT8ARRAYOID};
+	Datum		args[2];
+	Datum	   *ids;
+	int			n = 0;
+	ListCell   *lc;
+
+	foreach(lc, finished)
+		if (((Transfer *) lfirst(lc))->outcome == WI_OUTCOME_DONE)
+			n++;
+	if (n == 0)
+		return;
+	begin_tx();
+	/* In the transaction's memory: gone at its end. */
+	ids = palloc(sizeof(Datum) * n);
+	n = 0;
+	foreach(lc, finished)
+	{
+		Transfer   *t = (Transfer *) lfirst(lc);
+
+		if (t->outcome == WI_OUTCOME_DONE)
+			ids[n++] = Int64GetDatum(t->job_id);
+	}
+	pgstat_report_activity(STATE_RUNNING, "webhook_ingest: recording the commit LSN of done jobs");
+	(void) set_config_option("synchronous_commit", "off", PGC_SUSET, PGC_S_SESSION, GUC_ACTION_LOCAL,
+							 true, 0, false);
+	args[0] = LSNGetDatum(commit_end);
+	args[1] = PointerGetDatum(construct_array(ids, n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	if (run_cached(&plan,
+				   "UPDATE webhook_ingest.jobs SET done_lsn = $1"
+				   " WHERE id = ANY ($2) AND state = 'done' AND done_lsn IS NULL",
+				   2, types, args, NULL, false) != SPI_OK_UPDATE)
+		elog(ERROR, "could not record done_lsn");
+	end_tx();
+}
+
+/* After the batch committed: what it did, for the views. */
+static void
+record_stats(List *finished)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	ListCell   *lc;
+
+	wi_stats_begin();
+	foreach(lc, finished)
+	{
+		Transfer   *t = (Transfer *) lfirst(lc);
+
+		switch ((WiOutcome) t->outcome)
+		{
+			case WI_OUTCOME_DONE:
+				wi_stats_done(t->source, now, (double) (now - t->created_at), t->seconds * 1000000.0);
+				break;
+			case WI_OUTCOME_RETRY:
+			case WI_OUTCOME_DEAD:
+				wi_stats_failed(t->source, now, t->job_id, t->external_id, t->attempt, (int) t->status,
+								t->why ? t->why : "", t->seconds * 1000.0, t->outcome == WI_OUTCOME_DEAD);
+				break;
+			default:
+				break;
+		}
+	}
+	wi_stats_end();
+}
+
+/*
+ * Complete a batch of finished transfers in one transaction; then record
+ * the commit LSN of the jobs it made done, wake wait_for_job(), and count.
  */
 void
 wi_complete(List *finished, WiCounters *counters)
@@ -487,6 +698,7 @@ wi_complete(List *finished, WiCounters *counters)
 	MemoryContext outer = CurrentMemoryContext;
 	MemoryContext batch;
 	MemoryContext per_job;
+	bool		finished_some = false;
 
 	begin_tx();
 	pgstat_report_activity(STATE_RUNNING, "webhook_ingest: completing fetched jobs");
@@ -502,6 +714,8 @@ wi_complete(List *finished, WiCounters *counters)
 		MemoryContextSwitchTo(per_job);
 		counters->fetched++;
 		counters->bytes += t->body_len;
+		t->outcome = WI_OUTCOME_NONE;
+		t->why = NULL;
 		initStringInfo(&why);
 		verdict = judge(t, &why);
 		if (verdict == V_HANDLE || verdict == V_GONE)
@@ -530,10 +744,15 @@ wi_complete(List *finished, WiCounters *counters)
 				RollbackAndReleaseCurrentSubTransaction();
 				MemoryContextSwitchTo(before);
 				CurrentResourceOwner = owner;
-				appendStringInfo(&why, "%s: %s", verdict == V_GONE ? "handler (object gone)" : "handler", e->message);
+				/* A job cancelled or reclaimed meanwhile is not a failure: just drop the result. */
+				if (t->outcome != WI_OUTCOME_DISCARDED)
+				{
+					appendStringInfo(&why, "%s: %s", verdict == V_GONE ? "handler (object gone)" : "handler",
+									 e->message);
+					counters->handler_errors++;
+					count_failure(counters, record_failure(t, V_RETRY, why.data, elapsed_ms), t, why.data);
+				}
 				FreeErrorData(e);
-				counters->handler_errors++;
-				count_failure(counters, record_failure(t, V_RETRY, why.data, elapsed_ms), t, why.data);
 			}
 			PG_END_TRY();
 		}
@@ -541,9 +760,17 @@ wi_complete(List *finished, WiCounters *counters)
 		{
 			count_failure(counters, record_failure(t, verdict, why.data, elapsed_ms), t, why.data);
 		}
+		if (t->outcome == WI_OUTCOME_DONE || t->outcome == WI_OUTCOME_DEAD)
+			finished_some = true;
 		MemoryContextSwitchTo(batch);
 		MemoryContextReset(per_job);
 	}
 	end_tx();
 	MemoryContextSwitchTo(outer);
+
+	record_done_lsn(finished, XactLastCommitEnd);
+	MemoryContextSwitchTo(outer);
+	if (finished_some)
+		wi_shmem_jobs_finished();
+	record_stats(finished);
 }

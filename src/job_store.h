@@ -10,10 +10,33 @@
 #include "nodes/pg_list.h"
 
 
-extern bool wi_extension_ready(void);
+/* How a completion ended (Transfer.outcome). */
+typedef enum WiOutcome
+{
+	WI_OUTCOME_NONE,
+	WI_OUTCOME_DONE,			/* handler committed, job done */
+	WI_OUTCOME_REFETCH,			/* handler committed, a newer webhook sent it back to pending */
+	WI_OUTCOME_RETRY,			/* failed, retry scheduled */
+	WI_OUTCOME_DEAD,			/* failed for good */
+	WI_OUTCOME_DISCARDED		/* no longer running under this attempt (cancelled, reclaimed) */
+} WiOutcome;
+
+/* What wi_extension_state finds. */
+typedef enum WiExtensionState
+{
+	WI_EXTENSION_MISSING,
+	WI_EXTENSION_OLD,			/* installed, but not the version of this library */
+	WI_EXTENSION_READY
+} WiExtensionState;
+
+extern WiExtensionState wi_extension_state(char *version, int size);
+extern int	wi_fill_missing_done_lsn(void);
+extern int	wi_park_paused(void);
+extern int64 wi_events_pages(void);
+extern int64 wi_delete_finished(int retention_s, int max_jobs);
 extern int	wi_reclaim_running(void);
 extern int	wi_reclaim_expired(void);
-extern void wi_purge_events(int max_pages);
+extern int64 wi_purge_events(int max_pages);
 extern List *wi_claim(int max_jobs, int lease_s, MemoryContext cxt);
 extern void wi_complete(List *finished, WiCounters *counters);
 

@@ -40,25 +40,25 @@
 
 #if PG_VERSION_NUM >= 140000
 
-/* Columns of webhook_ingest.jobs, in the order of the install script. */
+/* Columns of webhook_ingest.jobs, in the order of the install and upgrade scripts. */
 enum
 {
 	JOB_ID, JOB_SOURCE, JOB_EXTERNAL_ID, JOB_STATE, JOB_PAYLOAD, JOB_EVENTS,
 	JOB_REFETCH, JOB_ATTEMPTS, JOB_LAST_ERROR, JOB_LAST_STATUS, JOB_CREATED_AT,
 	JOB_UPDATED_AT, JOB_NEXT_ATTEMPT_AT, JOB_LEASE_UNTIL, JOB_WORKER_PID,
-	JOB_FINISHED_AT, JOB_STARTED_AT, JOB_NATTS
+	JOB_FINISHED_AT, JOB_STARTED_AT, JOB_DONE_LSN, JOB_NATTS
 };
 static const Oid job_types[JOB_NATTS] = {
 	INT8OID, TEXTOID, TEXTOID, InvalidOid /* the job_state enum */ , JSONBOID, INT4OID,
 	BOOLOID, INT4OID, TEXTOID, INT4OID, TIMESTAMPTZOID,
 	TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT4OID,
-	TIMESTAMPTZOID, TIMESTAMPTZOID
+	TIMESTAMPTZOID, TIMESTAMPTZOID, PG_LSNOID
 };
 static const char *const job_columns[JOB_NATTS] = {
 	"id", "source", "external_id", "state", "payload", "events",
 	"refetch", "attempts", "last_error", "last_status", "created_at",
 	"updated_at", "next_attempt_at", "lease_until", "worker_pid",
-	"finished_at", "started_at"
+	"finished_at", "started_at", "done_lsn"
 };
 
 enum

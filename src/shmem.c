@@ -2,8 +2,10 @@
  * shmem.c
  *		Shared state between the worker and every backend: where the worker's
  *		latch is, the wake-up that enqueue() arms and a transaction callback
- *		fires at commit (never on rollback), and the worker's status and
- *		counters that the worker_status view reads.
+ *		fires at commit (never on rollback), the worker's status and
+ *		counters that the worker_status view reads, and the condition
+ *		variable wait_for_job() sleeps on.  The per-source statistics have
+ *		their own piece (stats.c), requested and set up from here.
  */
 #include "postgres.h"
 
@@ -14,6 +16,7 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
+#include "storage/condition_variable.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
@@ -33,9 +36,11 @@ typedef struct WiShared
 	char		state[64];
 	int			in_flight;
 	WiCounters	counters;
+	ConditionVariable jobs_finished;	/* broadcast when jobs turned done or dead */
 } WiShared;
 
 PG_FUNCTION_INFO_V1(webhook_ingest_worker_status);
+PG_FUNCTION_INFO_V1(webhook_ingest_wake_worker_at_commit);
 
 static WiShared *wi_shared = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -52,6 +57,7 @@ wi_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	RequestAddinShmemSpace(MAXALIGN(sizeof(WiShared)));
+	wi_stats_shmem_request();
 }
 #endif
 
@@ -71,7 +77,9 @@ wi_shmem_startup(void)
 		wi_shared->worker_pid = 0;
 		wi_shared->worker_latch = NULL;
 		strlcpy(wi_shared->state, "not running", sizeof(wi_shared->state));
+		ConditionVariableInit(&wi_shared->jobs_finished);
 	}
+	wi_stats_shmem_startup();
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -84,6 +92,7 @@ wi_shmem_init(void)
 	shmem_request_hook = wi_shmem_request;
 #else
 	RequestAddinShmemSpace(MAXALIGN(sizeof(WiShared)));
+	wi_stats_shmem_request();
 #endif
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = wi_shmem_startup;
@@ -170,6 +179,20 @@ webhook_ingest_worker_status(PG_FUNCTION_ARGS)
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
 }
 
+/* The worker: jobs turned done (with their done_lsn) or dead. */
+void
+wi_shmem_jobs_finished(void)
+{
+	ConditionVariableBroadcast(&wi_shared->jobs_finished);
+}
+
+/* wait_for_job(): what to sleep on. */
+ConditionVariable *
+wi_shmem_jobs_finished_cv(void)
+{
+	return &wi_shared->jobs_finished;
+}
+
 static void
 wake_worker(void)
 {
@@ -215,4 +238,12 @@ wi_wake_worker_at_commit(void)
 		xact_callback_registered = true;
 	}
 	wake_at_commit = true;
+}
+
+/* _wake_worker_at_commit(): retry() and friends make jobs due now. */
+Datum
+webhook_ingest_wake_worker_at_commit(PG_FUNCTION_ARGS)
+{
+	wi_wake_worker_at_commit();
+	PG_RETURN_VOID();
 }

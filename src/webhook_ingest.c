@@ -18,6 +18,7 @@ PG_MODULE_MAGIC;
 
 /* How long accepted event ids are remembered, in seconds. */
 int			wi_dedup_window = 7 * 24 * 60 * 60;
+int			wi_retention_s = 7 * 24 * 60 * 60;
 char	   *wi_database = NULL;
 bool		wi_enabled = true;
 int			wi_max_concurrent_requests = 256;
@@ -46,6 +47,17 @@ _PG_init(void)
 							&wi_dedup_window,
 							7 * 24 * 60 * 60,
 							60,
+							INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("webhook_ingest.retention",
+							"How long done and cancelled jobs are kept.",
+							"The worker deletes older ones in small batches; -1 keeps them forever. Dead jobs are kept until retried or deleted.",
+							&wi_retention_s,
+							7 * 24 * 60 * 60,
+							-1,
 							INT_MAX,
 							PGC_SIGHUP,
 							GUC_UNIT_S,

@@ -8,10 +8,11 @@
 #include "postgres.h"
 
 #include "datatype/timestamp.h"
+#include "storage/condition_variable.h"
 
 #define WI_EXTENSION_NAME		"webhook_ingest"
 #define WI_SCHEMA_NAME			"webhook_ingest"
-#define WI_VERSION				"0.1.0"
+#define WI_VERSION				"0.2.0"
 
 /* Longest external_id or event_id accepted, in bytes. */
 #define WI_MAX_ID_BYTES			1024
@@ -28,6 +29,7 @@ extern int	wi_poll_interval_ms;
 extern int	wi_backoff_base_ms;
 extern int	wi_backoff_max_ms;
 extern int	wi_connect_timeout_ms;
+extern int	wi_retention_s;
 
 /* What the worker has done since it started (worker_status). */
 typedef struct WiCounters
@@ -48,6 +50,18 @@ extern void wi_shmem_init(void);
 extern void wi_shmem_register_worker(void);
 extern void wi_shmem_publish(const char *state, int in_flight, const WiCounters *counters);
 extern void wi_wake_worker_at_commit(void);
+extern void wi_shmem_jobs_finished(void);
+extern ConditionVariable *wi_shmem_jobs_finished_cv(void);
+
+/* stats.c */
+extern Size wi_stats_shmem_size(void);
+extern void wi_stats_shmem_request(void);
+extern void wi_stats_shmem_startup(void);
+extern void wi_stats_begin(void);
+extern void wi_stats_end(void);
+extern void wi_stats_done(const char *source, TimestampTz now, double done_us, double fetch_us);
+extern void wi_stats_failed(const char *source, TimestampTz now, int64 job_id, const char *external_id,
+							int attempt, int http_status, const char *error, double fetch_ms, bool dead);
 
 /* worker.c */
 extern void wi_register_worker(void);

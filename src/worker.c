@@ -33,8 +33,14 @@ PGDLLEXPORT void webhook_ingest_worker_main(Datum arg);
 /* Sockets this process keeps for itself besides curl's. */
 #define WI_RESERVED_FDS		100
 
-/* Pages of events one housekeeping round looks at. */
+/* Pages of events one purge_events() call looks at. */
 #define WI_PURGE_PAGES		100
+
+/* Finished jobs one retention transaction deletes. */
+#define WI_RETENTION_BATCH	1000
+
+/* Most time one housekeeping round takes before fetches are served again. */
+#define WI_HOUSEKEEPING_MS	50
 
 /* Most completions committed in one transaction. */
 #define WI_COMPLETE_BATCH	256
@@ -97,6 +103,41 @@ wait_for(long timeout_ms)
 	}
 }
 
+static bool
+out_of_time(TimestampTz start)
+{
+	return TimestampDifferenceExceeds(start, GetCurrentTimestamp(), WI_HOUSEKEEPING_MS);
+}
+
+/*
+ * Forget expired event ids and delete jobs past webhook_ingest.retention,
+ * in short transactions, for at most WI_HOUSEKEEPING_MS.  Returns true when
+ * time ran out with work left: the caller comes back soon.
+ */
+static bool
+clean_up(void)
+{
+	TimestampTz start = GetCurrentTimestamp();
+	int64		pages = wi_events_pages();
+	int64		forgotten = 0;
+
+	/* The walk resumes where the last call stopped; at most one lap a round. */
+	for (int64 walked = 0; walked < pages; walked += WI_PURGE_PAGES)
+	{
+		forgotten += wi_purge_events(WI_PURGE_PAGES);
+		if (out_of_time(start))
+			return forgotten > 0;
+	}
+	while (wi_retention_s >= 0)
+	{
+		if (wi_delete_finished(wi_retention_s, WI_RETENTION_BATCH) < WI_RETENTION_BATCH)
+			break;
+		if (out_of_time(start))
+			return true;
+	}
+	return false;
+}
+
 void
 webhook_ingest_worker_main(Datum arg)
 {
@@ -106,7 +147,10 @@ webhook_ingest_worker_main(Datum arg)
 	int			fd_cap;
 	bool		claim_now = true;
 	TimestampTz next_lease_check = 0;
+	TimestampTz next_clean_up = 0;
 	TimestampTz next_poll = 0;
+	char		version[64];
+	bool		told_old = false;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
@@ -124,8 +168,23 @@ webhook_ingest_worker_main(Datum arg)
 
 	/* Nothing to do until the extension exists in this database. */
 	wi_shmem_publish("waiting for the extension", 0, &counters);
-	while (!wi_extension_ready())
+	for (;;)
+	{
+		WiExtensionState ext = wi_extension_state(version, sizeof(version));
+
+		if (ext == WI_EXTENSION_READY)
+			break;
+		if (ext == WI_EXTENSION_OLD && !told_old)
+		{
+			ereport(LOG,
+					(errmsg("webhook_ingest worker: extension version %s is installed, the library is %s",
+							version, WI_VERSION),
+					 errhint("Run ALTER EXTENSION webhook_ingest UPDATE; the worker waits until then.")));
+			wi_shmem_publish("waiting for ALTER EXTENSION webhook_ingest UPDATE", 0, &counters);
+			told_old = true;
+		}
 		wait_for(wi_poll_interval_ms * 10L);
+	}
 
 	fd_cap = transfers_allowed_by_file_limit();
 	wi_http_init(wi_max_host_connections);
@@ -140,6 +199,9 @@ webhook_ingest_worker_main(Datum arg)
 
 		if (n > 0)
 			ereport(LOG, (errmsg("webhook_ingest worker: reclaimed %d jobs left running by a previous worker", n)));
+		n = wi_fill_missing_done_lsn();
+		if (n > 0)
+			ereport(LOG, (errmsg("webhook_ingest worker: filled in done_lsn of %d jobs a previous worker finished", n)));
 	}
 
 	job_cxt = AllocSetContextCreate(TopMemoryContext, "webhook_ingest jobs", ALLOCSET_DEFAULT_SIZES);
@@ -171,16 +233,24 @@ webhook_ingest_worker_main(Datum arg)
 		}
 
 		/*
-		 * Now and then, take back expired leases that are not ours, and walk
-		 * one slice of the events table to forget expired event ids.
+		 * Now and then, take back expired leases that are not ours and park
+		 * the due jobs of paused sources; and clean up, again right away
+		 * while there is a backlog of it.
 		 */
 		now = GetCurrentTimestamp();
 		if (wi_enabled && now >= next_lease_check)
 		{
 			if (wi_reclaim_expired() > 0)
 				claim_now = true;
-			wi_purge_events(WI_PURGE_PAGES);
+			(void) wi_park_paused();
 			next_lease_check = TimestampTzPlusMilliseconds(now, wi_poll_interval_ms * 10L);
+		}
+		if (wi_enabled && now >= next_clean_up)
+		{
+			bool		behind = clean_up();
+
+			now = GetCurrentTimestamp();
+			next_clean_up = behind ? now : TimestampTzPlusMilliseconds(now, wi_poll_interval_ms * 10L);
 		}
 
 		/* The poll: retries that came due, rows written another way. */
@@ -244,6 +314,8 @@ webhook_ingest_worker_main(Datum arg)
 				if (t->payload)
 					pfree(t->payload);
 				pfree(t->url);
+				if (t->why)
+					pfree(t->why);
 				pfree(t);
 			}
 			list_free(finished);

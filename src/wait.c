@@ -1,0 +1,188 @@
+/*
+ * wait.c
+ *		Replica read-your-writes: wait_for_job() on the primary sleeps until a
+ *		job is done and its done_lsn known (the worker broadcasts a condition
+ *		variable after writing done_lsn), and wait_replayed() on a standby
+ *		sleeps until WAL is replayed up to an LSN.  Both look again with a
+ *		fresh snapshot each time, so they need READ COMMITTED.
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "access/xlog.h"
+#if PG_VERSION_NUM >= 150000
+#include "access/xlogrecovery.h"
+#endif
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/condition_variable.h"
+#include "storage/latch.h"
+#include "utils/builtins.h"
+#include "utils/pg_lsn.h"
+#include "utils/timestamp.h"
+
+#include "webhook_ingest.h"
+
+PG_FUNCTION_INFO_V1(webhook_ingest_wait_for_job);
+PG_FUNCTION_INFO_V1(webhook_ingest_wait_replayed);
+
+/* Longest single sleep: a cancel or a promotion is noticed this soon. */
+#define WI_WAIT_RECHECK_MS	1000
+
+static TimestampTz
+deadline_of(FunctionCallInfo fcinfo, int argno)
+{
+	Interval   *timeout;
+	int64		us;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("timeout must not be null")));
+	timeout = PG_GETARG_INTERVAL_P(argno);
+	us = timeout->time + (int64) timeout->day * USECS_PER_DAY +
+		(int64) timeout->month * DAYS_PER_MONTH * USECS_PER_DAY;
+	if (us < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("timeout must not be negative")));
+	us = Min(us, (int64) 365 * USECS_PER_DAY);
+	return GetCurrentTimestamp() + us;
+}
+
+static void
+refuse_transaction_snapshot(const char *function)
+{
+	if (IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("%s cannot be used in a REPEATABLE READ or SERIALIZABLE transaction", function),
+				 errdetail("Such a transaction would not see what it waited for."),
+				 errhint("Call it in READ COMMITTED, and read in a later statement.")));
+}
+
+static long
+ms_until(TimestampTz deadline)
+{
+	long		ms = (long) ((deadline - GetCurrentTimestamp()) / 1000);
+
+	return Max(ms, 0);
+}
+
+/*
+ * wait_for_job(job_id bigint, timeout interval) returns boolean
+ */
+Datum
+webhook_ingest_wait_for_job(PG_FUNCTION_ARGS)
+{
+	int64		job_id;
+	TimestampTz deadline;
+	Oid			types[1] = {INT8OID};
+	Datum		args[1];
+	SPIPlanPtr	plan;
+	ConditionVariable *cv = wi_shmem_jobs_finished_cv();
+	bool		result = false;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("job_id must not be null")));
+	job_id = PG_GETARG_INT64(0);
+	deadline = deadline_of(fcinfo, 1);
+	refuse_transaction_snapshot("wait_for_job()");
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("wait_for_job() runs on the primary"),
+				 errhint("On a standby, call wait_replayed() with the job's done_lsn.")));
+
+	args[0] = Int64GetDatum(job_id);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	plan = SPI_prepare("SELECT state::text, done_lsn IS NOT NULL FROM webhook_ingest.jobs WHERE id = $1",
+					   1, types);
+	if (plan == NULL)
+		elog(ERROR, "could not prepare the job lookup");
+
+	for (;;)
+	{
+		char	   *state;
+		bool		isnull;
+		long		ms;
+
+		ConditionVariablePrepareToSleep(cv);
+		/* Not read-only: each execution takes a new snapshot. */
+		if (SPI_execute_plan(plan, args, NULL, false, 1) != SPI_OK_SELECT)
+			elog(ERROR, "could not look up job");
+		if (SPI_processed == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_NO_DATA_FOUND),
+					 errmsg("job %lld does not exist", (long long) job_id),
+					 errhint("Finished jobs are removed after webhook_ingest.retention.")));
+		state = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		if (strcmp(state, "done") == 0 &&
+			DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)))
+		{
+			result = true;
+			break;
+		}
+		if (strcmp(state, "dead") == 0 || strcmp(state, "cancelled") == 0)
+			break;
+		ms = ms_until(deadline);
+		if (ms == 0)
+			break;
+		SPI_freetuptable(SPI_tuptable);
+		(void) ConditionVariableTimedSleep(cv, Min(ms, WI_WAIT_RECHECK_MS), PG_WAIT_EXTENSION);
+	}
+	ConditionVariableCancelSleep();
+	SPI_finish();
+	PG_RETURN_BOOL(result);
+}
+
+/*
+ * wait_replayed(lsn pg_lsn, timeout interval) returns boolean
+ */
+Datum
+webhook_ingest_wait_replayed(PG_FUNCTION_ARGS)
+{
+	XLogRecPtr	target;
+	TimestampTz deadline;
+	long		nap_ms = 1;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("lsn must not be null")));
+	target = PG_GETARG_LSN(0);
+	deadline = deadline_of(fcinfo, 1);
+	refuse_transaction_snapshot("wait_replayed()");
+
+	for (;;)
+	{
+		XLogRecPtr	reached;
+		long		ms;
+
+		if (RecoveryInProgress())
+			reached = GetXLogReplayRecPtr(NULL);
+		else
+#if PG_VERSION_NUM >= 150000
+			reached = GetFlushRecPtr(NULL);
+#else
+			reached = GetFlushRecPtr();
+#endif
+		if (reached >= target)
+			PG_RETURN_BOOL(true);
+		ms = ms_until(deadline);
+		if (ms == 0)
+			PG_RETURN_BOOL(false);
+		/* No signal marks replay progress: poll, 1 ms at first, then less often. */
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 Min(ms, nap_ms), PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		nap_ms = Min(nap_ms * 2, 16);
+	}
+}
