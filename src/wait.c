@@ -102,7 +102,7 @@ webhook_ingest_wait_for_job(PG_FUNCTION_ARGS)
 	args[0] = Int64GetDatum(job_id);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	plan = SPI_prepare("SELECT state::text, done_lsn IS NOT NULL FROM webhook_ingest.jobs WHERE id = $1",
+	plan = SPI_prepare("SELECT state::text, done_lsn IS NOT NULL, xmin FROM webhook_ingest.jobs WHERE id = $1",
 					   1, types);
 	if (plan == NULL)
 		elog(ERROR, "could not prepare the job lookup");
@@ -122,6 +122,14 @@ webhook_ingest_wait_for_job(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_NO_DATA_FOUND),
 					 errmsg("job %lld does not exist", (long long) job_id),
 					 errhint("Finished jobs are removed after webhook_ingest.retention.")));
+		/* The worker cannot see what this transaction wrote until it commits. */
+		if (TransactionIdIsCurrentTransactionId(DatumGetTransactionId(
+			SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull))))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("job %lld was written by this transaction", (long long) job_id),
+					 errdetail("The worker sees the job only once this transaction commits."),
+					 errhint("Commit first, then call wait_for_job().")));
 		state = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 		if (strcmp(state, "done") == 0 &&
 			DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)))
