@@ -14,6 +14,15 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
 
+# BackgroundPsql notes every query and its output; the few hundred below
+# would bury the results (and test/run shows the tail of the log on failure).
+# WI_TAP_VERBOSE=1 keeps them.
+unless ($ENV{WI_TAP_VERBOSE})
+{
+	no warnings 'redefine';
+	*PostgreSQL::Test::BackgroundPsql::note = sub { };
+}
+
 my $port = $ENV{WI_UPSTREAM_PORT} // 18080;
 my $apply_delay_ms = 300;
 my $n_jobs = 50;
@@ -79,6 +88,13 @@ sub timed
 	return ($out, (time() - $t0) * 1000);
 }
 
+# The first line of an error, for a test name.
+sub first_error
+{
+	my ($err) = @_;
+	return $err =~ /(ERROR:.*)/ ? $1 : "(no error) $err";
+}
+
 sub median
 {
 	my @s = sort { $a <=> $b } @_;
@@ -102,7 +118,7 @@ sub seen_sql
 # 1. N jobs, each enqueued in its own transaction.  After wait_for_job on the
 # primary, the reader first reads the standby at once (no wait), then waits
 # for the job's done_lsn and reads again in the next statement.
-my ($done_true, $unwaited_missed, $waited_true, $waited_seen) = (0, 0, 0, 0);
+my ($done_true, $lsn_known, $unwaited_missed, $waited_true, $waited_seen) = (0, 0, 0, 0, 0);
 my (@wait_ms, @replayed_ms, @last_jobs, @problems);
 for my $i (1 .. $n_jobs)
 {
@@ -112,6 +128,7 @@ for my $i (1 .. $n_jobs)
 	push @wait_ms, $ms;
 	$done_true++ if $done eq 't';
 	my $lsn = q_ok($app, "SELECT done_lsn FROM webhook_ingest.jobs WHERE id = $job");
+	$lsn_known++ if $lsn =~ m{^[0-9A-F]+/[0-9A-F]+$};
 
 	my $unwaited = q_ok($reader, seen_sql($id));
 	$unwaited_missed++ if $unwaited ne '1/2';
@@ -127,6 +144,7 @@ for my $i (1 .. $n_jobs)
 diag("read after wait_replayed missed: $_") for @problems;
 is($done_true, $n_jobs, sprintf('wait_for_job returned true for %d/%d jobs (median %.1f ms)',
 	$done_true, $n_jobs, median(@wait_ms)));
+is($lsn_known, $n_jobs, "  and the next statement read the job's done_lsn $lsn_known/$n_jobs times");
 cmp_ok($unwaited_missed, '>=', 1, sprintf(
 	'reading the standby right after wait_for_job, without waiting, missed the rows %d/%d times (apply delay %d ms)',
 	$unwaited_missed, $n_jobs, $apply_delay_ms));
@@ -151,30 +169,30 @@ my $refused = enqueue('refused', 'bad-1');
 ($r, $ms) = timed($app, "SELECT webhook_ingest.wait_for_job($refused, '30s')");
 is($r, 'f', sprintf('wait_for_job of a job the upstream refuses (400) returns false (%.0f ms)', $ms));
 cmp_ok($ms, '<', 10000, '  without waiting for its 30 s timeout');
-is(q_ok($app, "SELECT state || ' ' || coalesce(last_error, '') FROM webhook_ingest.jobs WHERE id = $refused"),
-	'dead HTTP 400', '  the job is dead with HTTP 400');
+is(q_ok($app, "SELECT state || ' ' || last_status FROM webhook_ingest.jobs WHERE id = $refused"),
+	'dead 400', '  the job is dead, last status 400');
 
 my ($ret, $out, $err) = $primary->psql('postgres', 'SELECT webhook_ingest.wait_for_job(-1, \'1s\')');
-like($err, qr/job -1 does not exist/, 'wait_for_job of a job that does not exist raises an error');
+like($err, qr/job -1 does not exist/, 'wait_for_job of a job that does not exist raises an error: ' . first_error($err));
 
 # 3. Where and in which transactions they refuse to run.
 my $done_job = $last_jobs[-1];
 ($ret, $out, $err) = $standby->psql('postgres', "SELECT webhook_ingest.wait_for_job($done_job, '1s')");
 ok($ret != 0 && $err =~ /wait_for_job\(\) runs on the primary/,
-	"wait_for_job on the standby raises an error: $err");
+	"wait_for_job on the standby raises an error: " . first_error($err));
 
 ($ret, $out, $err) = $primary->psql('postgres', qq{
 	BEGIN ISOLATION LEVEL REPEATABLE READ;
 	SELECT webhook_ingest.wait_for_job($done_job, '1s');
 	COMMIT;});
 ok($ret != 0 && $err =~ /cannot be used in a REPEATABLE READ or SERIALIZABLE transaction/,
-	"wait_for_job of a done job inside REPEATABLE READ raises an error: $err");
+	"wait_for_job of a done job inside REPEATABLE READ raises an error: " . first_error($err));
 ($ret, $out, $err) = $standby->psql('postgres', q{
 	BEGIN ISOLATION LEVEL REPEATABLE READ;
 	SELECT webhook_ingest.wait_replayed(pg_last_wal_replay_lsn(), '1s');
 	COMMIT;});
 ok($ret != 0 && $err =~ /wait_replayed\(\) cannot be used in a REPEATABLE READ/,
-	"wait_replayed inside REPEATABLE READ on the standby raises an error: $err");
+	"wait_replayed inside REPEATABLE READ on the standby raises an error: " . first_error($err));
 is(q_ok($app, "SELECT webhook_ingest.wait_for_job($done_job, '1s')"), 't',
 	'  the same wait_for_job in READ COMMITTED returns true');
 
@@ -184,7 +202,7 @@ is(q_ok($app, "SELECT webhook_ingest.wait_for_job($done_job, '1s')"), 't',
 	SELECT webhook_ingest.wait_for_job(:jid, '5s');
 	COMMIT;});
 ok($ret != 0 && $err =~ /was written by this transaction/,
-	"wait_for_job of a job enqueued in the same transaction raises an error: $err");
+	"wait_for_job of a job enqueued in the same transaction raises an error: " . first_error($err));
 is($primary->safe_psql('postgres', q{SELECT count(*) FROM webhook_ingest.jobs WHERE external_id = 'same-tx-1'}),
 	'0', '  and that transaction kept nothing');
 
@@ -213,8 +231,9 @@ my $ids = join(',', sort { $a <=> $b } keys %old_lsn);
 is($ids, join(',', @last_jobs[-$lost .. -1]), "the $lost most recently finished done jobs are the last of part 1 ($ids)");
 is(q_ok($app, "UPDATE webhook_ingest.jobs SET done_lsn = NULL WHERE id IN ($ids) RETURNING 1") =~ tr/1//, $lost,
 	"lost the done_lsn of jobs $ids by hand");
-is(q_ok($app, "SELECT webhook_ingest.wait_for_job($done_job, '300ms')"), 'f',
-	'  wait_for_job of a done job without done_lsn returns false after its timeout');
+($r, $ms) = timed($app, "SELECT webhook_ingest.wait_for_job($done_job, '300ms')");
+is($r, 'f', sprintf('  wait_for_job of job %d, done but without done_lsn, returns false after its 300 ms timeout (%.0f ms)',
+	$done_job, $ms));
 
 my $old_pid = q_ok($app, q{SELECT pid FROM webhook_ingest.worker_status});
 is(q_ok($app, "SELECT pg_terminate_backend($old_pid)"), 't', "terminated the worker (pid $old_pid)");

@@ -158,5 +158,71 @@ SELECT pid = (SELECT pid FROM pg_stat_activity WHERE backend_type = 'webhook_ing
        last_error IS NOT NULL AS has_last_error, last_error_at <= now() AS last_error_at
   FROM webhook_ingest.worker_status;
 
+-- done_lsn: every done job carries the LSN of its commit; wait_for_job
+-- returns once the job is done, and the handler's rows are there
+SELECT job_id AS waited FROM webhook_ingest.enqueue('blog', 'waited') \gset
+SELECT webhook_ingest.wait_for_job(:waited, '30 s');
+SELECT state, done_lsn IS NOT NULL AS has_lsn, done_lsn <= pg_current_wal_lsn() AS lsn_reached
+  FROM webhook_ingest.jobs WHERE id = :waited;
+SELECT count(*) AS waited_rows FROM posts WHERE id = 'waited';
+SELECT count(*) AS done_without_lsn FROM webhook_ingest.jobs WHERE state = 'done' AND done_lsn IS NULL;
+-- a dead job: false at once
+SELECT webhook_ingest.wait_for_job(id, '30 s') FROM webhook_ingest.jobs WHERE source = 'broken';
+
+-- cancel while the fetch runs: the worker drops the result, the handler's
+-- writes with it, and counts no failure
+SELECT webhook_ingest.alter_source('slowblog', 'http://127.0.0.1:18080/posts/{external_id}?delay_ms=1000');
+SELECT handler_errors AS errors_before, fetched AS fetched_before FROM webhook_ingest.worker_status \gset
+SELECT job_id AS cancelled FROM webhook_ingest.enqueue('slowblog', 'cancelled-post') \gset
+SELECT wait_until($$SELECT state = 'running' FROM webhook_ingest.jobs WHERE external_id = 'cancelled-post'$$);
+SELECT webhook_ingest.cancel(:cancelled);
+SELECT wait_until(format($$SELECT fetched > %s AND in_flight = 0 FROM webhook_ingest.worker_status$$,
+                         :fetched_before));
+SELECT state, last_error FROM webhook_ingest.jobs WHERE id = :cancelled;
+SELECT count(*) AS cancelled_rows FROM posts WHERE id = 'cancelled-post';
+SELECT count(*) AS cancelled_calls FROM handler_calls WHERE external_id = 'cancelled-post';
+SELECT handler_errors - :errors_before AS new_handler_errors FROM webhook_ingest.worker_status;
+-- retry brings it back: fetched and handled this time
+SELECT webhook_ingest.retry(:cancelled);
+SELECT webhook_ingest.wait_for_job(:cancelled, '30 s');
+SELECT count(*) AS cancelled_rows FROM posts WHERE id = 'cancelled-post';
+
+-- retry_dead replays the dead job, which runs (and dies) again
+SELECT webhook_ingest.retry_dead('broken', now() - interval '1 hour');
+SELECT state, attempts FROM webhook_ingest.jobs WHERE source = 'broken';
+SELECT wait_until($$SELECT state = 'dead' FROM webhook_ingest.jobs WHERE source = 'broken'$$);
+SELECT state, attempts FROM webhook_ingest.jobs WHERE source = 'broken';
+
+-- pause: webhooks are taken and wait, nothing is fetched; resume: fetched
+SELECT webhook_ingest.pause_source('blog');
+SELECT outcome FROM webhook_ingest.enqueue('blog', 'paused-post');
+SELECT pg_sleep(1);
+SELECT state, attempts, next_attempt_at FROM webhook_ingest.jobs WHERE external_id = 'paused-post';
+SELECT paused, pending, due_now FROM webhook_ingest.queue_stats WHERE source = 'blog';
+SELECT webhook_ingest.resume_source('blog');
+SELECT wait_until($$SELECT state = 'done' FROM webhook_ingest.jobs WHERE external_id = 'paused-post'$$);
+
+-- the views, from the worker's figures in shared memory
+SELECT source, done_last_hour > 0 AS done, retried_last_hour > 0 AS retried, dead > 0 AS dead,
+       pending, running
+  FROM webhook_ingest.queue_stats WHERE source IN ('blog', 'broken', 'flaky', 'slowblog') ORDER BY source;
+-- slowblog's two fetches, 400 ms and 1 s, within the histogram's resolution
+SELECT source, jobs, fetch_p50_ms BETWEEN 360 AND 480 AS p50_400ms, fetch_p99_ms BETWEEN 900 AND 1300 AS p99_1s,
+       done_p50_ms >= fetch_p50_ms AS done_after_fetch,
+       fetch_p50_ms <= fetch_p95_ms AND fetch_p95_ms <= fetch_p99_ms AS fetch_ordered,
+       done_p50_ms <= done_p95_ms AND done_p95_ms <= done_p99_ms AS done_ordered
+  FROM webhook_ingest.latency WHERE source = 'slowblog';
+SELECT count(*) > 0 AS blog_measured FROM webhook_ingest.latency WHERE source = 'blog' AND fetch_p99_ms < 1000;
+-- the latest failures, newest first: broken's 500s, the dead one last
+SELECT source, external_id, attempt, http_status, error, outcome
+  FROM webhook_ingest.recent_failures WHERE source = 'broken' ORDER BY failed_at DESC, attempt DESC LIMIT 3;
+SELECT count(*) AS cancelled_failures FROM webhook_ingest.recent_failures WHERE external_id = 'cancelled-post';
+
+-- retention (1 hour in worker.conf): done jobs past it are deleted, others kept
+UPDATE webhook_ingest.jobs SET finished_at = now() - interval '2 hours' WHERE source = 'flaky';
+UPDATE webhook_ingest.jobs SET finished_at = now() - interval '2 hours' WHERE source = 'broken';
+SELECT wait_until($$SELECT NOT EXISTS (SELECT FROM webhook_ingest.jobs WHERE source = 'flaky')$$);
+SELECT source, state FROM webhook_ingest.jobs WHERE source IN ('flaky', 'broken');
+
 -- nothing is left running or leased
 SELECT count(*) AS running FROM webhook_ingest.jobs WHERE state = 'running' OR lease_until IS NOT NULL;
