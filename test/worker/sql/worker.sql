@@ -189,7 +189,8 @@ SELECT count(*) AS cancelled_rows FROM posts WHERE id = 'cancelled-post';
 
 -- retry_dead replays the dead job, which runs (and dies) again
 SELECT webhook_ingest.retry_dead('broken', now() - interval '1 hour');
-SELECT state, attempts FROM webhook_ingest.jobs WHERE source = 'broken';
+SELECT state IN ('pending', 'running') AS replayed, attempts <= 1 AS attempts_reset
+  FROM webhook_ingest.jobs WHERE source = 'broken';
 SELECT wait_until($$SELECT state = 'dead' FROM webhook_ingest.jobs WHERE source = 'broken'$$);
 SELECT state, attempts FROM webhook_ingest.jobs WHERE source = 'broken';
 
