@@ -228,10 +228,12 @@ COMMENT ON FUNCTION webhook_ingest.resume_source(text) IS
 /*
  * Replica read-your-writes (src/wait.c).
  */
+-- SECURITY DEFINER: the application's role may wait without reading jobs.
 CREATE FUNCTION webhook_ingest.wait_for_job(job_id bigint, timeout interval DEFAULT '30 seconds')
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'webhook_ingest_wait_for_job'
-LANGUAGE C VOLATILE;
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION webhook_ingest.wait_for_job(bigint, interval) IS
     'on the primary: wait until the job is done and its done_lsn known (true), or until it is dead or cancelled or the timeout passes (false)';
 
@@ -322,6 +324,10 @@ END
 $do$;
 REVOKE ALL ON ALL TABLES IN SCHEMA webhook_ingest FROM PUBLIC;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA webhook_ingest FROM PUBLIC;
+-- The application may wait for its jobs and read their done_lsn (not their ids' contents).
+GRANT EXECUTE ON FUNCTION webhook_ingest.wait_for_job(bigint, interval),
+                          webhook_ingest.wait_replayed(pg_lsn, interval) TO webhook_ingest_enqueue;
+GRANT SELECT (id, state, done_lsn) ON webhook_ingest.jobs TO webhook_ingest_enqueue;
 GRANT USAGE ON SCHEMA webhook_ingest TO webhook_ingest_monitor;
 GRANT SELECT ON webhook_ingest.queue_stats, webhook_ingest.worker_status,
                 webhook_ingest.latency, webhook_ingest.recent_failures TO webhook_ingest_monitor;

@@ -14,7 +14,7 @@ SELECT outcome FROM webhook_ingest.enqueue('app', 'a1', '{"k": "v"}', 'app-e1');
 SELECT outcome FROM webhook_ingest.enqueue('app', 'a1', NULL, 'app-e1');
 SELECT headers FROM webhook_ingest.sources;
 \echo :SQLSTATE
-SELECT count(*) FROM webhook_ingest.jobs;
+SELECT external_id, payload FROM webhook_ingest.jobs;
 \echo :SQLSTATE
 SELECT count(*) FROM webhook_ingest.events;
 \echo :SQLSTATE

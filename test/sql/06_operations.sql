@@ -161,3 +161,12 @@ SELECT count(*) FROM webhook_ingest.jobs;
 SELECT webhook_ingest.retry(1);
 SELECT webhook_ingest.pause_source('ops');
 RESET ROLE;
+
+-- the application's role may wait for its jobs and read their done_lsn, nothing more
+SET ROLE webhook_ingest_enqueue;
+SELECT webhook_ingest.wait_for_job(:j2, '1 second');
+SELECT state, done_lsn IS NOT NULL AS has_done_lsn FROM webhook_ingest.jobs WHERE id = :j2;
+SELECT webhook_ingest.wait_replayed(pg_current_wal_flush_lsn(), '1 second');
+SELECT external_id FROM webhook_ingest.jobs WHERE id = :j2;
+SELECT webhook_ingest.cancel(:j2);
+RESET ROLE;
