@@ -141,7 +141,18 @@ for my $i (1 .. $n_jobs)
 	else { push @problems, "job $job ($id): done_lsn $lsn, wait_replayed $replayed, saw $seen" }
 	push @last_jobs, $job;
 }
-diag("read after wait_replayed missed: $_") for @problems;
+if (@problems)
+{
+	diag("read after wait_replayed missed: $_") for @problems[0 .. ($#problems < 9 ? $#problems : 9)];
+	# A reader waiting in wait_replayed holds a snapshot: a cleanup record it
+	# conflicts with stops replay until max_standby_streaming_delay, then
+	# cancels the reader.
+	diag('standby: ' . $standby->safe_psql('postgres', q{
+		SELECT 'replayed ' || pg_last_wal_replay_lsn() || ', recovery conflicts (snapshot/lock): '
+		       || confl_snapshot || '/' || confl_lock || ', startup waits on '
+		       || coalesce((SELECT wait_event FROM pg_stat_activity WHERE backend_type = 'startup'), '-')
+		  FROM pg_stat_database_conflicts WHERE datname = 'postgres'}));
+}
 is($done_true, $n_jobs, sprintf('wait_for_job returned true for %d/%d jobs (median %.1f ms)',
 	$done_true, $n_jobs, median(@wait_ms)));
 is($lsn_known, $n_jobs, "  and the next statement read the job's done_lsn $lsn_known/$n_jobs times");
