@@ -190,38 +190,41 @@ COMMENT ON FUNCTION webhook_ingest.cancel(bigint) IS
  * paused.  Fetches already in flight finish.  Resuming makes every parked
  * job due now.
  */
-CREATE FUNCTION webhook_ingest.pause_source(name text)
+-- Both in one place: pausing parks the pending jobs, resuming makes them due now.
+CREATE FUNCTION webhook_ingest._set_paused(name text, paused boolean)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 BEGIN
-    UPDATE webhook_ingest.sources s SET paused = true, updated_at = now() WHERE s.name = pause_source.name;
+    UPDATE webhook_ingest.sources s SET paused = _set_paused.paused, updated_at = now()
+     WHERE s.name = _set_paused.name;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'source "%" does not exist', name USING ERRCODE = 'undefined_object';
     END IF;
-    UPDATE webhook_ingest.jobs j SET next_attempt_at = 'infinity', updated_at = now()
-     WHERE j.source = pause_source.name AND j.state = 'pending' AND j.next_attempt_at <> 'infinity';
+    UPDATE webhook_ingest.jobs j
+       SET next_attempt_at = CASE WHEN _set_paused.paused THEN 'infinity' ELSE now() END, updated_at = now()
+     WHERE j.source = _set_paused.name AND j.state = 'pending'
+       AND (j.next_attempt_at = 'infinity') <> _set_paused.paused;
+    IF NOT _set_paused.paused THEN
+        PERFORM webhook_ingest._wake_worker_at_commit();
+    END IF;
 END
 $fn$;
+
+CREATE FUNCTION webhook_ingest.pause_source(name text)
+RETURNS void
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $fn$ SELECT webhook_ingest._set_paused(name, true) $fn$;
 COMMENT ON FUNCTION webhook_ingest.pause_source(text) IS
     'stop fetching for a source; its webhooks are still accepted and wait';
 
 CREATE FUNCTION webhook_ingest.resume_source(name text)
 RETURNS void
-LANGUAGE plpgsql
+LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
-AS $fn$
-BEGIN
-    UPDATE webhook_ingest.sources s SET paused = false, updated_at = now() WHERE s.name = resume_source.name;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'source "%" does not exist', name USING ERRCODE = 'undefined_object';
-    END IF;
-    UPDATE webhook_ingest.jobs j SET next_attempt_at = now(), updated_at = now()
-     WHERE j.source = resume_source.name AND j.state = 'pending' AND j.next_attempt_at = 'infinity';
-    PERFORM webhook_ingest._wake_worker_at_commit();
-END
-$fn$;
+AS $fn$ SELECT webhook_ingest._set_paused(name, false) $fn$;
 COMMENT ON FUNCTION webhook_ingest.resume_source(text) IS
     'fetch for a paused source again; its waiting jobs are due now';
 
