@@ -3,9 +3,12 @@
  *		The worker's SQL: claiming due jobs (a short transaction with FOR
  *		UPDATE SKIP LOCKED), reclaiming what a previous incarnation left
  *		running, and completing finished fetches - each handler in its own
- *		subtransaction, many completions in one transaction.  Every state
- *		change is guarded by (id, state = 'running', attempts), so a late
- *		finisher never overwrites a newer state.  No HTTP happens here.
+ *		subtransaction, many completions in one transaction, then the
+ *		commit's LSN into done_lsn.  Every state change is guarded by (id,
+ *		state = 'running', attempts), so a late finisher never overwrites a
+ *		newer state (a cancel, a reclaim).  Also the housekeeping statements:
+ *		expired leases, parking jobs of paused sources, retention, purging
+ *		event ids.  No HTTP happens here.
  */
 #include "postgres.h"
 

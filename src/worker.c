@@ -5,7 +5,8 @@
  *		webhook_ingest.max_concurrent_requests fetches in flight - claiming
  *		more as slots free up, driving libcurl from one WaitEventSet beside
  *		the latch and postmaster death, and completing finished fetches in
- *		batches.  No transaction is open while transfers run.
+ *		batches; between them, time-boxed clean-up (event ids, retention).
+ *		No transaction is open while transfers run.
  */
 #include "postgres.h"
 
