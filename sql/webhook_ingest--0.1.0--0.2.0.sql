@@ -240,12 +240,12 @@ SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION webhook_ingest.wait_for_job(bigint, interval) IS
     'on the primary: wait until the job is done and its done_lsn known (true), or until it is dead or cancelled or the timeout passes (false)';
 
-CREATE FUNCTION webhook_ingest.wait_replayed(lsn pg_lsn, timeout interval DEFAULT '30 seconds')
-RETURNS boolean
+-- A procedure: it must hold no snapshot while it waits (src/wait.c).
+CREATE PROCEDURE webhook_ingest.wait_replayed(lsn pg_lsn, timeout interval DEFAULT '30 seconds')
 AS 'MODULE_PATHNAME', 'webhook_ingest_wait_replayed'
-LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION webhook_ingest.wait_replayed(pg_lsn, interval) IS
-    'on a standby: wait until WAL is replayed up to lsn (true) or the timeout passes (false); on a primary: true once lsn is flushed';
+LANGUAGE C;
+COMMENT ON PROCEDURE webhook_ingest.wait_replayed(pg_lsn, interval) IS
+    'on a standby: return once WAL is replayed up to lsn, raise query_canceled when the timeout passes; on a primary: once lsn is flushed';
 
 /*
  * Monitoring.  Per-minute counts and latency histograms live in shared
@@ -326,10 +326,10 @@ BEGIN
 END
 $do$;
 REVOKE ALL ON ALL TABLES IN SCHEMA webhook_ingest FROM PUBLIC;
-REVOKE ALL ON ALL FUNCTIONS IN SCHEMA webhook_ingest FROM PUBLIC;
+REVOKE ALL ON ALL ROUTINES IN SCHEMA webhook_ingest FROM PUBLIC;
 -- The application may wait for its jobs and read their done_lsn (not their ids' contents).
-GRANT EXECUTE ON FUNCTION webhook_ingest.wait_for_job(bigint, interval),
-                          webhook_ingest.wait_replayed(pg_lsn, interval) TO webhook_ingest_enqueue;
+GRANT EXECUTE ON FUNCTION webhook_ingest.wait_for_job(bigint, interval) TO webhook_ingest_enqueue;
+GRANT EXECUTE ON PROCEDURE webhook_ingest.wait_replayed(pg_lsn, interval) TO webhook_ingest_enqueue;
 GRANT SELECT (id, state, done_lsn) ON webhook_ingest.jobs TO webhook_ingest_enqueue;
 GRANT USAGE ON SCHEMA webhook_ingest TO webhook_ingest_monitor;
 GRANT SELECT ON webhook_ingest.queue_stats, webhook_ingest.worker_status,

@@ -2,9 +2,11 @@
  * wait.c
  *		Replica read-your-writes: wait_for_job() on the primary sleeps until a
  *		job is done and its done_lsn known (the worker broadcasts a condition
- *		variable after writing done_lsn), and wait_replayed() on a standby
- *		sleeps until WAL is replayed up to an LSN.  Both look again with a
- *		fresh snapshot each time, so they need READ COMMITTED.
+ *		variable after writing done_lsn), and the procedure wait_replayed()
+ *		on a standby sleeps until WAL is replayed up to an LSN.  wait_for_job
+ *		looks again with a fresh snapshot each time; wait_replayed holds no
+ *		snapshot at all while it waits, since one could conflict with the
+ *		very replay it waits for.  Both need READ COMMITTED.
  */
 #include "postgres.h"
 
@@ -22,12 +24,17 @@
 #include "storage/latch.h"
 #include "utils/builtins.h"
 #include "utils/pg_lsn.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 #include "webhook_ingest.h"
 
 PG_FUNCTION_INFO_V1(webhook_ingest_wait_for_job);
 PG_FUNCTION_INFO_V1(webhook_ingest_wait_replayed);
+
+#ifndef LSN_FORMAT_ARGS			/* before PostgreSQL 14 */
+#define LSN_FORMAT_ARGS(lsn) (uint32) ((lsn) >> 32), (uint32) (lsn)
+#endif
 
 /* Longest single sleep: a cancel or a promotion is noticed this soon. */
 #define WI_WAIT_RECHECK_MS	1000
@@ -151,7 +158,16 @@ webhook_ingest_wait_for_job(PG_FUNCTION_ARGS)
 }
 
 /*
- * wait_replayed(lsn pg_lsn, timeout interval) returns boolean
+ * CALL wait_replayed(lsn pg_lsn, timeout interval): returns once replayed,
+ * raises query_canceled when the timeout passes.
+ *
+ * A procedure without output, not a function: a function runs inside a
+ * query, whose snapshot stays registered for the whole wait (so does the
+ * snapshot a CALL that returns a row keeps for it).  On a standby, a cleanup
+ * record ahead of the target that conflicts with that snapshot stops replay
+ * until max_standby_streaming_delay cancels the waiter - the wait would
+ * block what it waits for.  CALL's own snapshot (it evaluated the
+ * arguments) is dropped here; any other means the caller holds one.
  */
 Datum
 webhook_ingest_wait_replayed(PG_FUNCTION_ARGS)
@@ -159,6 +175,7 @@ webhook_ingest_wait_replayed(PG_FUNCTION_ARGS)
 	XLogRecPtr	target;
 	TimestampTz deadline;
 	long		nap_ms = 1;
+	bool		snapshot_held;
 
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
@@ -167,6 +184,21 @@ webhook_ingest_wait_replayed(PG_FUNCTION_ARGS)
 	target = PG_GETARG_LSN(0);
 	deadline = deadline_of(fcinfo, 1);
 	refuse_transaction_snapshot("wait_replayed()");
+
+	if (ActiveSnapshotSet())
+		PopActiveSnapshot();
+	InvalidateCatalogSnapshot();
+#if PG_VERSION_NUM >= 150000
+	snapshot_held = HaveRegisteredOrActiveSnapshot();
+#else
+	snapshot_held = GetOldestSnapshot() != NULL;
+#endif
+	if (snapshot_held)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("wait_replayed() must be called on its own"),
+				 errdetail("A snapshot held while waiting could stop the replay it waits for."),
+				 errhint("CALL it as a statement of its own, not from a function.")));
 
 	for (;;)
 	{
@@ -182,10 +214,14 @@ webhook_ingest_wait_replayed(PG_FUNCTION_ARGS)
 			reached = GetFlushRecPtr();
 #endif
 		if (reached >= target)
-			PG_RETURN_BOOL(true);
+			PG_RETURN_VOID();
 		ms = ms_until(deadline);
 		if (ms == 0)
-			PG_RETURN_BOOL(false);
+			ereport(ERROR,
+					(errcode(ERRCODE_QUERY_CANCELED),
+					 errmsg("timed out waiting for WAL replay to reach %X/%X", LSN_FORMAT_ARGS(target)),
+					 errdetail("%s %X/%X.", RecoveryInProgress() ? "Replayed up to" : "Flushed up to",
+							   LSN_FORMAT_ARGS(reached))));
 		/* No signal marks replay progress: poll, 1 ms at first, then less often. */
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 Min(ms, nap_ms), PG_WAIT_EXTENSION);

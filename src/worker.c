@@ -202,7 +202,10 @@ webhook_ingest_worker_main(Datum arg)
 			ereport(LOG, (errmsg("webhook_ingest worker: reclaimed %d jobs left running by a previous worker", n)));
 		n = wi_fill_missing_done_lsn();
 		if (n > 0)
+		{
 			ereport(LOG, (errmsg("webhook_ingest worker: filled in done_lsn of %d jobs a previous worker finished", n)));
+			wi_shmem_jobs_finished();
+		}
 	}
 
 	job_cxt = AllocSetContextCreate(TopMemoryContext, "webhook_ingest jobs", ALLOCSET_DEFAULT_SIZES);

@@ -138,14 +138,23 @@ BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT webhook_ingest.wait_for_job(:j2, '1 second');
 ROLLBACK;
 
--- wait_replayed on a primary: true once flushed; false after the timeout for a position not reached
-SELECT webhook_ingest.wait_replayed(pg_current_wal_flush_lsn(), '1 second');
-SELECT webhook_ingest.wait_replayed('FFFFFFFF/0', '20 milliseconds');
-SELECT webhook_ingest.wait_replayed(NULL, '1 second');
-SELECT webhook_ingest.wait_replayed('0/0', '-1 day');
+-- wait_replayed on a primary: returns once flushed; an error after the timeout for a position not reached
+CALL webhook_ingest.wait_replayed(pg_current_wal_flush_lsn(), '1 second');
+\set VERBOSITY terse
+CALL webhook_ingest.wait_replayed('FFFFFFFF/0', '20 milliseconds');
+\echo :SQLSTATE
+\set VERBOSITY default
+CALL webhook_ingest.wait_replayed(NULL, '1 second');
+CALL webhook_ingest.wait_replayed('0/0', '-1 day');
 BEGIN ISOLATION LEVEL REPEATABLE READ;
-SELECT webhook_ingest.wait_replayed('0/0', '1 second');
+CALL webhook_ingest.wait_replayed('0/0', '1 second');
 ROLLBACK;
+-- a procedure, called on its own: from inside a query (or a function) it would hold a snapshot
+DO $$ BEGIN CALL webhook_ingest.wait_replayed('0/0', '1 second'); END $$;
+CREATE FUNCTION call_wait_replayed() RETURNS void LANGUAGE plpgsql AS
+$$ BEGIN CALL webhook_ingest.wait_replayed('0/0', '1 second'); END $$;
+SELECT call_wait_replayed();
+DROP FUNCTION call_wait_replayed();
 
 -- storage settings of the hot tables
 SELECT relname, reloptions FROM pg_class
@@ -166,7 +175,7 @@ RESET ROLE;
 SET ROLE webhook_ingest_enqueue;
 SELECT webhook_ingest.wait_for_job(:j2, '1 second');
 SELECT state, done_lsn IS NOT NULL AS has_done_lsn FROM webhook_ingest.jobs WHERE id = :j2;
-SELECT webhook_ingest.wait_replayed(pg_current_wal_flush_lsn(), '1 second');
+CALL webhook_ingest.wait_replayed(pg_current_wal_flush_lsn(), '1 second');
 SELECT external_id FROM webhook_ingest.jobs WHERE id = :j2;
 SELECT webhook_ingest.cancel(:j2);
 RESET ROLE;

@@ -5,8 +5,9 @@
 # (recovery_min_apply_delay), so a reader there that does not wait misses the
 # handler's rows, and one that calls wait_replayed(done_lsn) first always sees
 # them.  Also: wait_for_job's timeout, dead and cancelled jobs, where and in
-# which transactions the two functions refuse to run, and a lost done_lsn
-# filled in again by the next worker.
+# which transactions the two refuse to run, a lost done_lsn filled in again
+# by the next worker, and a wait_replayed that holds no snapshot, so a
+# cleanup record it waits past does not stop replay.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -88,6 +89,21 @@ sub timed
 	return ($out, (time() - $t0) * 1000);
 }
 
+# CALL wait_replayed(lsn_sql, timeout): 't' when it returned, 'f' when it
+# timed out (query_canceled), and how long it took.
+sub replayed
+{
+	my ($session, $lsn_sql, $timeout) = @_;
+	my $t0 = time();
+	my ($out, $err) = $session->query("CALL webhook_ingest.wait_replayed($lsn_sql, '$timeout')");
+	my $ms = (time() - $t0) * 1000;
+	my $stderr = $session->{stderr};
+	$session->{stderr} = '';	# query() keeps it; the next query must not see it
+	return ('t', $ms) if !$err;
+	return ('f', $ms) if $stderr =~ /timed out waiting for WAL replay/;
+	die "wait_replayed failed: $stderr";
+}
+
 # The first line of an error, for a test name.
 sub first_error
 {
@@ -133,7 +149,7 @@ for my $i (1 .. $n_jobs)
 	my $unwaited = q_ok($reader, seen_sql($id));
 	$unwaited_missed++ if $unwaited ne '1/2';
 
-	my ($replayed, $rms) = timed($reader, "SELECT webhook_ingest.wait_replayed('$lsn', '30s')");
+	my ($replayed, $rms) = replayed($reader, "'$lsn'", '30s');
 	push @replayed_ms, $rms;
 	$waited_true++ if $replayed eq 't';
 	my $seen = q_ok($reader, seen_sql($id));
@@ -200,7 +216,7 @@ ok($ret != 0 && $err =~ /cannot be used in a REPEATABLE READ or SERIALIZABLE tra
 	"wait_for_job of a done job inside REPEATABLE READ raises an error: " . first_error($err));
 ($ret, $out, $err) = $standby->psql('postgres', q{
 	BEGIN ISOLATION LEVEL REPEATABLE READ;
-	SELECT webhook_ingest.wait_replayed(pg_last_wal_replay_lsn(), '1s');
+	CALL webhook_ingest.wait_replayed(pg_last_wal_replay_lsn(), '1s');
 	COMMIT;});
 ok($ret != 0 && $err =~ /wait_replayed\(\) cannot be used in a REPEATABLE READ/,
 	"wait_replayed inside REPEATABLE READ on the standby raises an error: " . first_error($err));
@@ -218,13 +234,13 @@ is($primary->safe_psql('postgres', q{SELECT count(*) FROM webhook_ingest.jobs WH
 	'0', '  and that transaction kept nothing');
 
 # 4. wait_replayed on the primary and with an LSN that never comes.
-($r, $ms) = timed($app, "SELECT webhook_ingest.wait_replayed(pg_current_wal_flush_lsn(), '5s')");
+($r, $ms) = replayed($app, 'pg_current_wal_flush_lsn()', '5s');
 is($r, 't', sprintf('wait_replayed on the primary returns true for a flushed LSN (%.1f ms)', $ms));
 cmp_ok($ms, '<', 2000, '  at once');
-($r, $ms) = timed($app, "SELECT webhook_ingest.wait_replayed('FF/0', '500ms')");
+($r, $ms) = replayed($app, "'FF/0'", '500ms');
 is($r, 'f', sprintf('wait_replayed on the primary returns false for an LSN not yet written (%.0f ms)', $ms));
 my $far = q_ok($reader, "SELECT pg_last_wal_replay_lsn() + 1099511627776");
-($r, $ms) = timed($reader, "SELECT webhook_ingest.wait_replayed('$far', '1s')");
+($r, $ms) = replayed($reader, "'$far'", '1s');
 is($r, 'f', "wait_replayed on the standby for a far-future LSN ($far) returns false");
 ok($ms >= 950 && $ms < 4000, sprintf('  after about its 1 s timeout: %.0f ms', $ms));
 
@@ -261,7 +277,7 @@ is(q_ok($app, join(' AND ', 'SELECT true', map { "'$new_lsn{$_}'::pg_lsn >= '$ol
 ok($primary->log_contains("filled in done_lsn of $lost jobs a previous worker finished"),
 	"the new worker logged that it filled in $lost");
 my $filled = $new_lsn{$done_job};
-is(q_ok($reader, "SELECT webhook_ingest.wait_replayed('$filled', '30s')"), 't',
+is((replayed($reader, "'$filled'", '30s'))[0], 't',
 	'wait_replayed of the filled-in done_lsn on the standby returns true');
 my ($id) = q_ok($app, "SELECT external_id FROM webhook_ingest.jobs WHERE id = $done_job");
 is(q_ok($reader, seen_sql($id)), '1/2', "  and the reader sees the rows of $id");
@@ -270,8 +286,39 @@ is(q_ok($reader, seen_sql($id)), '1/2', "  and the reader sees the rows of $id")
 my $job = enqueue('blog', 'after-restart');
 is(q_ok($app, "SELECT webhook_ingest.wait_for_job($job, '30s')"), 't', 'a job after the restart: wait_for_job true');
 my $lsn = q_ok($app, "SELECT done_lsn FROM webhook_ingest.jobs WHERE id = $job");
-is(q_ok($reader, "SELECT webhook_ingest.wait_replayed('$lsn', '30s')") . ' ' . q_ok($reader, seen_sql('after-restart')),
+is((replayed($reader, "'$lsn'", '30s'))[0] . ' ' . q_ok($reader, seen_sql('after-restart')),
 	't 1/2', '  wait_replayed true and the reader sees its rows');
+
+# 6. A waiter holds no snapshot: a cleanup record between the standby's
+# position and the target, which would conflict with a snapshot taken before
+# the cleaned-up transaction ended, does not stop replay.  (As a function,
+# wait_replayed held the calling query's snapshot; replay then stopped until
+# max_standby_streaming_delay cancelled the waiter.)
+$standby->safe_psql('postgres', q{ALTER SYSTEM SET max_standby_streaming_delay = '5s'});
+$standby->safe_psql('postgres', 'SELECT pg_reload_conf()');
+$primary->safe_psql('postgres', q{
+	CREATE TABLE churn (id int, v int);
+	INSERT INTO churn SELECT i, 0 FROM generate_series(1, 1000) i;
+	CREATE TABLE filler (x text);
+});
+my $open = $primary->background_psql('postgres');
+$open->query_safe('BEGIN; UPDATE churn SET v = v + 1; SELECT txid_current()');
+$primary->wait_for_catchup($standby);
+my $target = q_ok($app, 'SELECT pg_current_wal_lsn() + 2000000');
+my $waiter = $standby->background_psql('postgres', on_error_stop => 0);
+$waiter->query_until(qr/start/, "\\echo start\nCALL webhook_ingest.wait_replayed('$target', '20s');\n\\echo done\n");
+my $t0 = time();
+$open->query_safe('COMMIT');
+$open->quit;
+$primary->safe_psql('postgres', q{VACUUM churn; INSERT INTO filler SELECT repeat('x', 1000) FROM generate_series(1, 3000)});
+$waiter->{run}->pump until $waiter->{stdout} =~ /done/ || $waiter->{stderr} =~ /ERROR|FATAL/ || time() - $t0 > 30;
+my $waited_ms = (time() - $t0) * 1000;
+ok($waiter->{stdout} =~ /done/ && $waiter->{stderr} !~ /ERROR/,
+	sprintf('wait_replayed past a conflicting cleanup record returns (%.0f ms)', $waited_ms))
+  or diag("stdout [$waiter->{stdout}] stderr [$waiter->{stderr}]");
+cmp_ok($waited_ms, '<', 4500, '  before max_standby_streaming_delay (5 s) could have cancelled it');
+is($waiter->{stderr}, '', '  and no conflict with recovery');
+$waiter->quit;
 
 $app->quit;
 $reader->quit;
