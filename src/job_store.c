@@ -157,14 +157,16 @@ wi_park_paused(void)
 
 /*
  * Delete up to max_jobs done or cancelled jobs that finished more than
- * retention_s ago, oldest first; one short transaction.
+ * retention_s ago, oldest first, from *from on (the index entries before it
+ * are those of rows deleted already; see worker.c); one short transaction.
+ * Moves *from to the newest finished_at deleted.
  */
 int64
-wi_delete_finished(int retention_s, int max_jobs)
+wi_delete_finished(int retention_s, int max_jobs, TimestampTz *from)
 {
 	static SPIPlanPtr plan = NULL;
-	Oid			types[2] = {INT4OID, INT4OID};
-	Datum		args[2] = {Int32GetDatum(retention_s), Int32GetDatum(max_jobs)};
+	Oid			types[3] = {INT4OID, INT4OID, TIMESTAMPTZOID};
+	Datum		args[3] = {Int32GetDatum(retention_s), Int32GetDatum(max_jobs), TimestampTzGetDatum(*from)};
 	int64		n;
 
 	begin_tx();
@@ -175,13 +177,23 @@ wi_delete_finished(int retention_s, int max_jobs)
 				   " WHERE j.id = ANY (ARRAY("
 				   "   SELECT f.id FROM webhook_ingest.jobs f"
 				   "    WHERE f.state <> ALL ('{pending,running,dead}'::webhook_ingest.job_state[])"
-				   "      AND f.finished_at < now() - make_interval(secs => $1)"
+				   "      AND f.finished_at >= $3 AND f.finished_at < now() - make_interval(secs => $1)"
 				   "    ORDER BY f.finished_at LIMIT $2))"
 				   "   AND j.state <> ALL ('{pending,running,dead}'::webhook_ingest.job_state[])"
-				   "   AND j.finished_at < now() - make_interval(secs => $1)",
-				   2, types, args, NULL, false) != SPI_OK_DELETE)
+				   "   AND j.finished_at < now() - make_interval(secs => $1)"
+				   " RETURNING j.finished_at",
+				   3, types, args, NULL, false) != SPI_OK_DELETE_RETURNING)
 		elog(ERROR, "could not delete finished jobs");
 	n = (int64) SPI_processed;
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		TimestampTz t = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1,
+														  &isnull));
+
+		if (!isnull && t > *from)
+			*from = t;
+	}
 	end_tx();
 	return n;
 }
@@ -224,14 +236,16 @@ wi_reclaim_running(void)
 }
 
 /*
- * Running jobs whose lease has expired and that this worker does not hold
- * (a worker that died without a restart of this one, a claim made by hand)
- * are due again.
+ * Running jobs whose lease has expired (at or after from) and that this
+ * worker does not hold (a worker that died without a restart of this one, a
+ * claim made by hand) are due again.
  */
 int
-wi_reclaim_expired(void)
+wi_reclaim_expired(TimestampTz from)
 {
 	static SPIPlanPtr plan = NULL;
+	Oid			types[1] = {TIMESTAMPTZOID};
+	Datum		args[1] = {TimestampTzGetDatum(from)};
 	int			n;
 
 	begin_tx();
@@ -240,9 +254,9 @@ wi_reclaim_expired(void)
 				   "UPDATE webhook_ingest.jobs SET state = 'pending', lease_until = NULL, worker_pid = NULL,"
 				   " next_attempt_at = now(), updated_at = now(),"
 				   " last_error = 'reclaimed: its lease expired at ' || lease_until"
-				   " WHERE state = 'running' AND lease_until < now()"
+				   " WHERE state = 'running' AND lease_until >= $1 AND lease_until < now()"
 				   " AND worker_pid IS DISTINCT FROM pg_backend_pid()",
-				   0, NULL, NULL, NULL, false) != SPI_OK_UPDATE)
+				   1, types, args, NULL, false) != SPI_OK_UPDATE)
 		elog(ERROR, "could not reclaim expired leases");
 	n = (int) SPI_processed;
 	end_tx();
@@ -297,16 +311,18 @@ headers_list(Jsonb *headers)
 }
 
 /*
- * Claim up to max_jobs due jobs; returns them as Transfers allocated in cxt,
- * ready for wi_http_start.
+ * Claim up to max_jobs due jobs whose next_attempt_at is at or after from;
+ * returns them as Transfers allocated in cxt, ready for wi_http_start, and
+ * the latest next_attempt_at among them in *last_due.
  */
 List *
-wi_claim(int max_jobs, int lease_s, MemoryContext cxt)
+wi_claim(int max_jobs, int lease_s, TimestampTz from, TimestampTz *last_due, MemoryContext cxt)
 {
 	static const char *sql =
 		"WITH due AS ("
 		"  SELECT pj.id FROM webhook_ingest.jobs pj JOIN webhook_ingest.sources ps ON ps.name = pj.source"
-		"   WHERE pj.state = 'pending' AND pj.next_attempt_at <= now() AND NOT ps.paused"
+		"   WHERE pj.state = 'pending' AND pj.next_attempt_at >= $3 AND pj.next_attempt_at <= now()"
+		"     AND NOT ps.paused"
 		"   ORDER BY pj.next_attempt_at LIMIT $1 FOR UPDATE OF pj SKIP LOCKED)"
 		" UPDATE webhook_ingest.jobs j"
 		"    SET state = 'running', attempts = j.attempts + 1, refetch = false,"
@@ -315,17 +331,19 @@ wi_claim(int max_jobs, int lease_s, MemoryContext cxt)
 		"   FROM due, webhook_ingest.sources s"
 		"  WHERE j.id = due.id AND s.name = j.source"
 		" RETURNING j.id, j.attempts, j.source, j.external_id, j.payload::text,"
-		"           s.url_template, s.headers, s.timeout_ms, s.max_attempts, s.handler::oid, j.created_at";
+		"           s.url_template, s.headers, s.timeout_ms, s.max_attempts, s.handler::oid, j.created_at,"
+		"           j.next_attempt_at";
 	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[2] = {INT4OID, INT4OID};
-	Datum		args[2] = {Int32GetDatum(max_jobs), Int32GetDatum(lease_s)};
+	Oid			argtypes[3] = {INT4OID, INT4OID, TIMESTAMPTZOID};
+	Datum		args[3] = {Int32GetDatum(max_jobs), Int32GetDatum(lease_s), TimestampTzGetDatum(from)};
 	List	   *claimed = NIL;
 	MemoryContext caller = CurrentMemoryContext;
 
 	begin_tx();
 	pgstat_report_activity(STATE_RUNNING, "webhook_ingest: claiming due jobs");
-	if (run_cached(&plan, sql, 2, argtypes, args, NULL, false) != SPI_OK_UPDATE_RETURNING)
+	if (run_cached(&plan, sql, 3, argtypes, args, NULL, false) != SPI_OK_UPDATE_RETURNING)
 		elog(ERROR, "could not claim jobs");
+	*last_due = from;
 
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
@@ -353,6 +371,7 @@ wi_claim(int max_jobs, int lease_s, MemoryContext cxt)
 		if (isnull)
 			t->handler = InvalidOid;
 		t->created_at = DatumGetTimestampTz(SPI_getbinval(tup, desc, 11, &isnull));
+		*last_due = Max(*last_due, DatumGetTimestampTz(SPI_getbinval(tup, desc, 12, &isnull)));
 		t->retry_after_s = -1;
 		{
 			MemoryContext old = MemoryContextSwitchTo(caller);

@@ -8,6 +8,7 @@
 #include "postgres.h"
 
 #include "nodes/pg_list.h"
+#include "utils/timestamp.h"
 
 
 /* How a completion ended (Transfer.outcome). */
@@ -33,11 +34,12 @@ extern WiExtensionState wi_extension_state(char *version, int size);
 extern int	wi_fill_missing_done_lsn(void);
 extern int	wi_park_paused(void);
 extern int64 wi_events_pages(void);
-extern int64 wi_delete_finished(int retention_s, int max_jobs);
+extern int64 wi_delete_finished(int retention_s, int max_jobs, TimestampTz *from);
 extern int	wi_reclaim_running(void);
-extern int	wi_reclaim_expired(void);
+extern int	wi_reclaim_expired(TimestampTz from);
 extern int64 wi_purge_events(int max_pages);
-extern List *wi_claim(int max_jobs, int lease_s, MemoryContext cxt);
+extern List *wi_claim(int max_jobs, int lease_s, TimestampTz from, TimestampTz *last_due,
+					  MemoryContext cxt);
 extern void wi_complete(List *finished, WiCounters *counters);
 
 #endif							/* WI_JOB_STORE_H */

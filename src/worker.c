@@ -46,6 +46,24 @@ PGDLLEXPORT void webhook_ingest_worker_main(Datum arg);
 /* Most completions committed in one transaction. */
 #define WI_COMPLETE_BATCH	256
 
+/*
+ * Where the worker's index scans start.  Claims walk the due-jobs index in
+ * next_attempt_at order, lease checks the leases index in lease_until order,
+ * retention the finished-jobs index in finished_at order; each leaves behind
+ * it the index entries of rows it changed.  Those are normally dropped on the
+ * next visit or by vacuum, but while some session holds an old snapshot (a
+ * long transaction, a standby's hot_standby_feedback) they cannot be, and a
+ * scan from the start would wade through all of them every time: a queue's
+ * throughput collapses.  So each scan starts where the last one stopped, less
+ * a margin for rows that committed late, and from the very start only now and
+ * then: claims every poll interval, or every 10 while full scans are slow
+ * (held back that way); lease checks and retention every WI_FULL_SCAN_ROUNDS
+ * rounds.
+ */
+#define WI_SCAN_MARGIN_MS	2000
+#define WI_SLOW_SCAN_MS		50
+#define WI_FULL_SCAN_ROUNDS 30
+
 void
 wi_register_worker(void)
 {
@@ -116,7 +134,7 @@ out_of_time(TimestampTz start)
  * time ran out with work left: the caller comes back soon.
  */
 static bool
-clean_up(void)
+clean_up(TimestampTz *retention_from)
 {
 	TimestampTz start = GetCurrentTimestamp();
 	int64		pages = wi_events_pages();
@@ -131,7 +149,12 @@ clean_up(void)
 	}
 	while (wi_retention_s >= 0)
 	{
-		if (wi_delete_finished(wi_retention_s, WI_RETENTION_BATCH) < WI_RETENTION_BATCH)
+		TimestampTz from = (*retention_from == DT_NOBEGIN) ? DT_NOBEGIN :
+			TimestampTzPlusMilliseconds(*retention_from, -WI_SCAN_MARGIN_MS);
+		int64		deleted = wi_delete_finished(wi_retention_s, WI_RETENTION_BATCH, &from);
+
+		*retention_from = Max(*retention_from, from);
+		if (deleted < WI_RETENTION_BATCH)
 			break;
 		if (out_of_time(start))
 			return true;
@@ -150,6 +173,12 @@ webhook_ingest_worker_main(Datum arg)
 	TimestampTz next_lease_check = 0;
 	TimestampTz next_clean_up = 0;
 	TimestampTz next_poll = 0;
+	TimestampTz claim_from = DT_NOBEGIN;	/* see WI_SCAN_MARGIN_MS */
+	bool		full_claims_slow = false;
+	TimestampTz last_lease_check = DT_NOBEGIN;
+	TimestampTz retention_from = DT_NOBEGIN;
+	uint64		lease_rounds = 0;
+	uint64		clean_up_rounds = 0;
 	char		version[64];
 	bool		told_old = false;
 
@@ -244,15 +273,23 @@ webhook_ingest_worker_main(Datum arg)
 		now = GetCurrentTimestamp();
 		if (wi_enabled && now >= next_lease_check)
 		{
-			if (wi_reclaim_expired() > 0)
+			TimestampTz lease_from = (lease_rounds++ % WI_FULL_SCAN_ROUNDS == 0) ? DT_NOBEGIN :
+				TimestampTzPlusMilliseconds(last_lease_check, -WI_SCAN_MARGIN_MS);
+
+			if (wi_reclaim_expired(lease_from) > 0)
 				claim_now = true;
+			last_lease_check = now;
 			(void) wi_park_paused();
+			claim_from = DT_NOBEGIN;
 			next_lease_check = TimestampTzPlusMilliseconds(now, wi_poll_interval_ms * 10L);
 		}
 		if (wi_enabled && now >= next_clean_up)
 		{
-			bool		behind = clean_up();
+			bool		behind;
 
+			if (clean_up_rounds++ % WI_FULL_SCAN_ROUNDS == 0)
+				retention_from = DT_NOBEGIN;
+			behind = clean_up(&retention_from);
 			now = GetCurrentTimestamp();
 			next_clean_up = behind ? now : TimestampTzPlusMilliseconds(now, wi_poll_interval_ms * 10L);
 		}
@@ -261,6 +298,8 @@ webhook_ingest_worker_main(Datum arg)
 		if (now >= next_poll)
 		{
 			claim_now = true;
+			if (!full_claims_slow)
+				claim_from = DT_NOBEGIN;
 			next_poll = TimestampTzPlusMilliseconds(now, wi_poll_interval_ms);
 		}
 
@@ -268,9 +307,16 @@ webhook_ingest_worker_main(Datum arg)
 		capacity = wi_enabled ? Min(wi_max_concurrent_requests, fd_cap) - wi_http_in_flight() : 0;
 		if (claim_now && capacity > 0)
 		{
-			List	   *claimed = wi_claim(capacity, wi_lease_timeout_s, job_cxt);
+			TimestampTz before = GetCurrentTimestamp();
+			TimestampTz last_due;
+			List	   *claimed = wi_claim(capacity, wi_lease_timeout_s, claim_from, &last_due, job_cxt);
 			ListCell   *lc;
 
+			if (claim_from == DT_NOBEGIN)
+				full_claims_slow = TimestampDifferenceExceeds(before, GetCurrentTimestamp(), WI_SLOW_SCAN_MS);
+			/* All due jobs up to the last one claimed, or to now, are taken. */
+			claim_from = TimestampTzPlusMilliseconds(list_length(claimed) == capacity ? last_due : before,
+													 -WI_SCAN_MARGIN_MS);
 			claim_now = (list_length(claimed) == capacity);
 			counters.claimed += list_length(claimed);
 			foreach(lc, claimed)
