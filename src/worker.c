@@ -43,8 +43,16 @@ PGDLLEXPORT void webhook_ingest_worker_main(Datum arg);
 /* Most time one housekeeping round takes before fetches are served again. */
 #define WI_HOUSEKEEPING_MS	50
 
-/* Most completions committed in one transaction. */
-#define WI_COMPLETE_BATCH	256
+/*
+ * Most completions committed in one transaction.  Each runs its handler in a
+ * subtransaction of its own; past PGPROC_MAX_CACHED_SUBXIDS (64) written
+ * subtransactions the transaction's subxid cache overflows, and then every
+ * snapshot taken anywhere while it runs must look xids up in pg_subtrans -
+ * which thrashes when some session holds an old snapshot (seen in
+ * bench/soak: a minute-long stall).  32 leaves room for one subtransaction
+ * of the handler's own per job.
+ */
+#define WI_COMPLETE_BATCH	32
 
 /*
  * Where the worker's index scans start.  Claims walk the due-jobs index in
