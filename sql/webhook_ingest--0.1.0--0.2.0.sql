@@ -34,6 +34,15 @@ ALTER TABLE webhook_ingest.jobs SET (fillfactor = 80,
                                      autovacuum_vacuum_cost_delay = 0);
 ALTER TABLE webhook_ingest.events SET (autovacuum_vacuum_scale_factor = 0.05,
                                        autovacuum_vacuum_cost_delay = 0);
+/*
+ * sources holds a handful of rows, too few for autovacuum's default analyze
+ * threshold (50 changes): unanalyzed, the planner takes it for hundreds of
+ * rows and plans queue_stats as an expensive query (JIT and all).  Analyze
+ * it after any change, and now.
+ */
+ALTER TABLE webhook_ingest.sources SET (autovacuum_analyze_threshold = 1,
+                                        autovacuum_analyze_scale_factor = 0);
+ANALYZE webhook_ingest.sources;
 
 -- Finished jobs that retention removes: done and cancelled (not dead).
 CREATE INDEX jobs_finished ON webhook_ingest.jobs (finished_at)

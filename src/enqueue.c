@@ -90,7 +90,7 @@ prepare_once(SPIPlanPtr *plan, const char *sql, int nargs)
 {
 	static Oid	argtypes[3] = {TEXTOID, TEXTOID, JSONBOID};
 
-	return wi_prepare_once(plan, sql, nargs, argtypes);
+	return wi_prepare_once(plan, sql, nargs, argtypes, false);
 }
 
 static void

@@ -37,17 +37,38 @@
 #include "http.h"
 #include "job_store.h"
 
+static int
+run_prepared(SPIPlanPtr *plan, const char *sql, int nargs, Oid *types, Datum *args, const char *nulls,
+			 bool read_only, bool replan)
+{
+	wi_prepare_once(plan, sql, nargs, types, replan);
+	/* Results are read right after each call: free the last one first. */
+	SPI_freetuptable(SPI_tuptable);
+	return SPI_execute_plan(*plan, args, nulls, read_only, 0);
+}
+
 /*
- * Run a statement whose plan is prepared once per worker life.
+ * A per-job statement, prepared once per worker life with a generic plan.
+ * Such statements find their row by id alone: their guards compare
+ * state::text, which no partial index predicate is implied by, so the plan
+ * cannot pick a small partial index and scan all of it (which, while an old
+ * snapshot keeps dead entries there, grows without bound).
  */
 static int
 run_cached(SPIPlanPtr *plan, const char *sql, int nargs, Oid *types, Datum *args, const char *nulls,
 		   bool read_only)
 {
-	wi_prepare_once(plan, sql, nargs, types);
-	/* Results are read right after each call: free the last one first. */
-	SPI_freetuptable(SPI_tuptable);
-	return SPI_execute_plan(*plan, args, nulls, read_only, 0);
+	return run_prepared(plan, sql, nargs, types, args, nulls, read_only, false);
+}
+
+/*
+ * A statement run once per batch or housekeeping round: planned at each
+ * execution, with the parameters' values and the table as it is now.
+ */
+static int
+run_replanned(SPIPlanPtr *plan, const char *sql, int nargs, Oid *types, Datum *args, const char *nulls)
+{
+	return run_prepared(plan, sql, nargs, types, args, nulls, false, true);
 }
 
 /* Plans for calling each handler, by function OID. */
@@ -143,12 +164,12 @@ wi_park_paused(void)
 
 	begin_tx();
 	pgstat_report_activity(STATE_RUNNING, "webhook_ingest: parking jobs of paused sources");
-	if (run_cached(&plan,
-				   "UPDATE webhook_ingest.jobs j SET next_attempt_at = 'infinity', updated_at = now()"
-				   "  FROM webhook_ingest.sources s"
-				   " WHERE s.paused AND j.source = s.name AND j.state = 'pending'"
-				   "   AND j.next_attempt_at <= now()",
-				   0, NULL, NULL, NULL, false) != SPI_OK_UPDATE)
+	if (run_replanned(&plan,
+					  "UPDATE webhook_ingest.jobs j SET next_attempt_at = 'infinity', updated_at = now()"
+					  "  FROM webhook_ingest.sources s"
+					  " WHERE s.paused AND j.source = s.name AND j.state = 'pending'"
+					  "   AND j.next_attempt_at <= now()",
+					  0, NULL, NULL, NULL) != SPI_OK_UPDATE)
 		elog(ERROR, "could not park jobs of paused sources");
 	n = (int) SPI_processed;
 	end_tx();
@@ -172,7 +193,7 @@ wi_delete_finished(int retention_s, int max_jobs, TimestampTz *from)
 	begin_tx();
 	pgstat_report_activity(STATE_RUNNING, "webhook_ingest: deleting jobs past webhook_ingest.retention");
 	/* The outer conditions are checked again on a row changed meanwhile (retry()). */
-	if (run_cached(&plan,
+	if (run_replanned(&plan,
 				   "DELETE FROM webhook_ingest.jobs j"
 				   " WHERE j.id = ANY (ARRAY("
 				   "   SELECT f.id FROM webhook_ingest.jobs f"
@@ -182,7 +203,7 @@ wi_delete_finished(int retention_s, int max_jobs, TimestampTz *from)
 				   "   AND j.state <> ALL ('{pending,running,dead}'::webhook_ingest.job_state[])"
 				   "   AND j.finished_at < now() - make_interval(secs => $1)"
 				   " RETURNING j.finished_at",
-				   3, types, args, NULL, false) != SPI_OK_DELETE_RETURNING)
+				   3, types, args, NULL) != SPI_OK_DELETE_RETURNING)
 		elog(ERROR, "could not delete finished jobs");
 	n = (int64) SPI_processed;
 	for (uint64 i = 0; i < SPI_processed; i++)
@@ -250,13 +271,13 @@ wi_reclaim_expired(TimestampTz from)
 
 	begin_tx();
 	pgstat_report_activity(STATE_RUNNING, "webhook_ingest: reclaiming expired leases");
-	if (run_cached(&plan,
+	if (run_replanned(&plan,
 				   "UPDATE webhook_ingest.jobs SET state = 'pending', lease_until = NULL, worker_pid = NULL,"
 				   " next_attempt_at = now(), updated_at = now(),"
 				   " last_error = 'reclaimed: its lease expired at ' || lease_until"
 				   " WHERE state = 'running' AND lease_until >= $1 AND lease_until < now()"
 				   " AND worker_pid IS DISTINCT FROM pg_backend_pid()",
-				   1, types, args, NULL, false) != SPI_OK_UPDATE)
+				   1, types, args, NULL) != SPI_OK_UPDATE)
 		elog(ERROR, "could not reclaim expired leases");
 	n = (int) SPI_processed;
 	end_tx();
@@ -341,7 +362,7 @@ wi_claim(int max_jobs, int lease_s, TimestampTz from, TimestampTz *last_due, Mem
 
 	begin_tx();
 	pgstat_report_activity(STATE_RUNNING, "webhook_ingest: claiming due jobs");
-	if (run_cached(&plan, sql, 3, argtypes, args, NULL, false) != SPI_OK_UPDATE_RETURNING)
+	if (run_replanned(&plan, sql, 3, argtypes, args, NULL) != SPI_OK_UPDATE_RETURNING)
 		elog(ERROR, "could not claim jobs");
 	*last_due = from;
 
@@ -454,7 +475,7 @@ record_failure(Transfer *t, Verdict verdict, const char *why, long elapsed_ms)
 		"  finished_at = CASE WHEN $4 AND NOT refetch THEN now() END,"
 		"  refetch = false, last_status = $6, last_error = $7,"
 		"  lease_until = NULL, worker_pid = NULL, updated_at = now()"
-		" WHERE id = $1 AND state = 'running' AND attempts = $2 AND $3";
+		" WHERE id = $1 AND state::text = 'running' AND attempts = $2 AND $3";
 	Oid			argtypes[7] = {INT8OID, INT4OID, BOOLOID, BOOLOID, INT8OID, INT4OID, TEXTOID};
 	Datum		args[7];
 	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
@@ -559,7 +580,7 @@ handle(Transfer *t, bool gone)
 		"  finished_at = CASE WHEN refetch THEN NULL ELSE now() END,"
 		"  next_attempt_at = now(), refetch = false, last_status = $3, last_error = NULL,"
 		"  lease_until = NULL, worker_pid = NULL, updated_at = now()"
-		" WHERE id = $1 AND state = 'running' AND attempts = $2"
+		" WHERE id = $1 AND state::text = 'running' AND attempts = $2"
 		" RETURNING state::text";
 	Datum		args[3];
 	char		nulls[3] = {' ', ' ', ' '};
@@ -672,10 +693,10 @@ record_done_lsn(List *finished, XLogRecPtr commit_end)
 							 true, 0, false);
 	args[0] = LSNGetDatum(commit_end);
 	args[1] = PointerGetDatum(construct_array(ids, n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-	if (run_cached(&plan,
-				   "UPDATE webhook_ingest.jobs SET done_lsn = $1"
-				   " WHERE id = ANY ($2) AND state = 'done' AND done_lsn IS NULL",
-				   2, types, args, NULL, false) != SPI_OK_UPDATE)
+	if (run_replanned(&plan,
+					  "UPDATE webhook_ingest.jobs SET done_lsn = $1"
+					  " WHERE id = ANY ($2) AND state::text = 'done' AND done_lsn IS NULL",
+					  2, types, args, NULL) != SPI_OK_UPDATE)
 		elog(ERROR, "could not record done_lsn");
 	end_tx();
 }

@@ -72,7 +72,8 @@ extern void wi_check_id(const char *what, const char *value, int len);
 
 /* spi_plans.c */
 struct _SPI_plan;
-extern struct _SPI_plan *wi_prepare_once(struct _SPI_plan **plan, const char *sql, int nargs, Oid *argtypes);
+extern struct _SPI_plan *wi_prepare_once(struct _SPI_plan **plan, const char *sql, int nargs, Oid *argtypes,
+										 bool replan);
 
 /* url.c */
 extern char *wi_render_url(const char *url_template, const char *id, int idlen);

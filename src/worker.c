@@ -40,7 +40,7 @@ PGDLLEXPORT void webhook_ingest_worker_main(Datum arg);
 /* Finished jobs one retention transaction deletes. */
 #define WI_RETENTION_BATCH	1000
 
-/* Most time one housekeeping round takes before fetches are served again. */
+/* Most time retention, then the event id purge, take in a round before fetches are served again. */
 #define WI_HOUSEKEEPING_MS	50
 
 /*
@@ -137,24 +137,18 @@ out_of_time(TimestampTz start)
 }
 
 /*
- * Forget expired event ids and delete jobs past webhook_ingest.retention,
- * in short transactions, for at most WI_HOUSEKEEPING_MS.  Returns true when
- * time ran out with work left: the caller comes back soon.
+ * Delete jobs past webhook_ingest.retention, then forget expired event ids,
+ * in short transactions, each for at most WI_HOUSEKEEPING_MS.  Returns true
+ * when time ran out with work left: the caller comes back soon.
  */
 static bool
 clean_up(TimestampTz *retention_from)
 {
 	TimestampTz start = GetCurrentTimestamp();
-	int64		pages = wi_events_pages();
+	bool		behind = false;
+	int64		pages;
 	int64		forgotten = 0;
 
-	/* The walk resumes where the last call stopped; at most one lap a round. */
-	for (int64 walked = 0; walked < pages; walked += WI_PURGE_PAGES)
-	{
-		forgotten += wi_purge_events(WI_PURGE_PAGES);
-		if (out_of_time(start))
-			return forgotten > 0;
-	}
 	while (wi_retention_s >= 0)
 	{
 		TimestampTz from = (*retention_from == DT_NOBEGIN) ? DT_NOBEGIN :
@@ -165,9 +159,26 @@ clean_up(TimestampTz *retention_from)
 		if (deleted < WI_RETENTION_BATCH)
 			break;
 		if (out_of_time(start))
-			return true;
+		{
+			behind = true;
+			break;
+		}
 	}
-	return false;
+
+	/* The walk resumes where the last call stopped; at most one lap a round. */
+	start = GetCurrentTimestamp();
+	pages = wi_events_pages();
+	for (int64 walked = 0; walked < pages; walked += WI_PURGE_PAGES)
+	{
+		forgotten += wi_purge_events(WI_PURGE_PAGES);
+		if (out_of_time(start))
+		{
+			/* Only a walk that is finding expired ids is behind. */
+			behind |= (forgotten > 0);
+			break;
+		}
+	}
+	return behind;
 }
 
 void
