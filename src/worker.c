@@ -13,6 +13,7 @@
 #include <limits.h>
 #include <sys/resource.h>
 
+#include "access/transam.h"
 #include "access/xlog.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -21,6 +22,7 @@
 #include "storage/fd.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/procarray.h"
 #include "tcop/tcopprot.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
@@ -44,15 +46,20 @@ PGDLLEXPORT void webhook_ingest_worker_main(Datum arg);
 #define WI_HOUSEKEEPING_MS	50
 
 /*
- * Most completions committed in one transaction.  Each runs its handler in a
- * subtransaction of its own; past PGPROC_MAX_CACHED_SUBXIDS (64) written
- * subtransactions the transaction's subxid cache overflows, and then every
- * snapshot taken anywhere while it runs must look xids up in pg_subtrans -
- * which thrashes when some session holds an old snapshot (seen in
- * bench/soak: a minute-long stall).  32 leaves room for one subtransaction
- * of the handler's own per job.
+ * Most completions committed in one transaction: few commits (each waits for
+ * its WAL flush) keep the worker fast.  But each job runs its handler in a
+ * subtransaction of its own, and past PGPROC_MAX_CACHED_SUBXIDS (64) written
+ * subtransactions a transaction's subxid cache overflows: every snapshot
+ * taken anywhere while it runs must then look xids up in pg_subtrans.  That
+ * is cheap while all snapshots are recent, and thrashes pg_subtrans when
+ * some session holds an old one (bench/soak saw minute-long stalls).  So
+ * while the oldest snapshot is more than WI_OLD_SNAPSHOT_XIDS behind, the
+ * worker commits every WI_COMPLETE_BATCH_SAFE jobs, which leaves room for
+ * one subtransaction of the handler's own per job.
  */
-#define WI_COMPLETE_BATCH	32
+#define WI_COMPLETE_BATCH		256
+#define WI_COMPLETE_BATCH_SAFE	32
+#define WI_OLD_SNAPSHOT_XIDS	10000
 
 /*
  * Where the worker's index scans start.  Claims walk the due-jobs index in
@@ -128,6 +135,21 @@ wait_for(long timeout_ms)
 		ConfigReloadPending = false;
 		ProcessConfigFile(PGC_SIGHUP);
 	}
+}
+
+static int
+completion_batch_size(void)
+{
+#if PG_VERSION_NUM >= 140000
+	TransactionId horizon = GetOldestNonRemovableTransactionId(NULL);
+#else
+	TransactionId horizon = GetOldestXmin(NULL, PROCARRAY_FLAGS_DEFAULT);
+#endif
+	TransactionId next = ReadNextTransactionId();
+
+	if (TransactionIdIsNormal(horizon) && (int32) (next - horizon) > WI_OLD_SNAPSHOT_XIDS)
+		return WI_COMPLETE_BATCH_SAFE;
+	return WI_COMPLETE_BATCH;
 }
 
 static bool
@@ -365,12 +387,14 @@ webhook_ingest_worker_main(Datum arg)
 		{
 			ListCell   *lc;
 
-			/* Several transactions for a large batch keep each one's memory small. */
-			for (int from = 0; from < list_length(finished); from += WI_COMPLETE_BATCH)
+			/* Several transactions for a large batch (see WI_COMPLETE_BATCH). */
+			int			batch = completion_batch_size();
+
+			for (int from = 0; from < list_length(finished); from += batch)
 			{
 				List	   *part = list_copy_tail(finished, from);
 
-				part = list_truncate(part, WI_COMPLETE_BATCH);
+				part = list_truncate(part, batch);
 				wi_complete(part, &counters);
 				list_free(part);
 			}
