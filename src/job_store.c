@@ -72,6 +72,27 @@ run_replanned(SPIPlanPtr *plan, const char *sql, int nargs, Oid *types, Datum *a
 	return run_prepared(plan, sql, nargs, types, args, nulls, false, true);
 }
 
+static void begin_tx(void);
+static void end_tx(void);
+
+/*
+ * A housekeeping UPDATE in a short transaction of its own, replanned each
+ * time; returns how many rows it changed.
+ */
+static int
+run_alone(const char *activity, SPIPlanPtr *plan, const char *sql, int nargs, Oid *types, Datum *args)
+{
+	int			n;
+
+	begin_tx();
+	pgstat_report_activity(STATE_RUNNING, activity);
+	if (run_replanned(plan, sql, nargs, types, args, NULL) != SPI_OK_UPDATE)
+		elog(ERROR, "could not run \"%s\"", activity);
+	n = (int) SPI_processed;
+	end_tx();
+	return n;
+}
+
 /* Plans for calling each handler, by function OID. */
 typedef struct HandlerPlan
 {
@@ -134,23 +155,18 @@ wi_extension_state(char *version, int size)
 int
 wi_fill_missing_done_lsn(void)
 {
-	int			n;
+	static SPIPlanPtr plan = NULL;
 
-	begin_tx();
-	pgstat_report_activity(STATE_RUNNING, "webhook_ingest: filling in missing done_lsn");
-	if (SPI_execute("UPDATE webhook_ingest.jobs SET done_lsn = pg_current_wal_lsn()"
-					" WHERE state <> ALL ('{pending,running,dead}'::webhook_ingest.job_state[])"
-					"   AND state = 'done' AND done_lsn IS NULL"
-					"   AND finished_at >= coalesce("
-					"     (SELECT f.finished_at FROM webhook_ingest.jobs f"
-					"       WHERE f.state <> ALL ('{pending,running,dead}'::webhook_ingest.job_state[])"
-					"         AND f.done_lsn IS NOT NULL"
-					"       ORDER BY f.finished_at DESC LIMIT 1), '-infinity')",
-					false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not fill in missing done_lsn");
-	n = (int) SPI_processed;
-	end_tx();
-	return n;
+	return run_alone("webhook_ingest: filling in missing done_lsn", &plan,
+					 "UPDATE webhook_ingest.jobs SET done_lsn = pg_current_wal_lsn()"
+					 " WHERE state <> ALL ('{pending,running,dead}'::webhook_ingest.job_state[])"
+					 "   AND state = 'done' AND done_lsn IS NULL"
+					 "   AND finished_at >= coalesce("
+					 "     (SELECT f.finished_at FROM webhook_ingest.jobs f"
+					 "       WHERE f.state <> ALL ('{pending,running,dead}'::webhook_ingest.job_state[])"
+					 "         AND f.done_lsn IS NOT NULL"
+					 "       ORDER BY f.finished_at DESC LIMIT 1), '-infinity')",
+					 0, NULL, NULL);
 }
 
 /*
@@ -161,20 +177,13 @@ int
 wi_park_paused(void)
 {
 	static SPIPlanPtr plan = NULL;
-	int			n;
 
-	begin_tx();
-	pgstat_report_activity(STATE_RUNNING, "webhook_ingest: parking jobs of paused sources");
-	if (run_replanned(&plan,
-					  "UPDATE webhook_ingest.jobs j SET next_attempt_at = 'infinity', updated_at = now()"
-					  "  FROM webhook_ingest.sources s"
-					  " WHERE s.paused AND j.source = s.name AND j.state = 'pending'"
-					  "   AND j.next_attempt_at <= now()",
-					  0, NULL, NULL, NULL) != SPI_OK_UPDATE)
-		elog(ERROR, "could not park jobs of paused sources");
-	n = (int) SPI_processed;
-	end_tx();
-	return n;
+	return run_alone("webhook_ingest: parking jobs of paused sources", &plan,
+					 "UPDATE webhook_ingest.jobs j SET next_attempt_at = 'infinity', updated_at = now()"
+					 "  FROM webhook_ingest.sources s"
+					 " WHERE s.paused AND j.source = s.name AND j.state = 'pending'"
+					 "   AND j.next_attempt_at <= now()",
+					 0, NULL, NULL);
 }
 
 /*
@@ -242,19 +251,15 @@ wi_events_pages(void)
 int
 wi_reclaim_running(void)
 {
-	int			n;
+	static SPIPlanPtr plan = NULL;
 
-	begin_tx();
-	pgstat_report_activity(STATE_RUNNING, "webhook_ingest: reclaiming jobs of a previous worker");
 	/* The interrupted attempt does not count against max_attempts. */
-	if (SPI_execute("UPDATE webhook_ingest.jobs SET state = 'pending', lease_until = NULL, worker_pid = NULL, "
-					"attempts = greatest(attempts - 1, 0), next_attempt_at = now(), updated_at = now(), "
-					"last_error = 'reclaimed: the worker that ran it stopped' "
-					"WHERE state = 'running'", false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not reclaim running jobs");
-	n = (int) SPI_processed;
-	end_tx();
-	return n;
+	return run_alone("webhook_ingest: reclaiming jobs of a previous worker", &plan,
+					 "UPDATE webhook_ingest.jobs SET state = 'pending', lease_until = NULL, worker_pid = NULL,"
+					 " attempts = greatest(attempts - 1, 0), next_attempt_at = now(), updated_at = now(),"
+					 " last_error = 'reclaimed: the worker that ran it stopped'"
+					 " WHERE state = 'running'",
+					 0, NULL, NULL);
 }
 
 /*
@@ -268,21 +273,14 @@ wi_reclaim_expired(TimestampTz from)
 	static SPIPlanPtr plan = NULL;
 	Oid			types[1] = {TIMESTAMPTZOID};
 	Datum		args[1] = {TimestampTzGetDatum(from)};
-	int			n;
 
-	begin_tx();
-	pgstat_report_activity(STATE_RUNNING, "webhook_ingest: reclaiming expired leases");
-	if (run_replanned(&plan,
-				   "UPDATE webhook_ingest.jobs SET state = 'pending', lease_until = NULL, worker_pid = NULL,"
-				   " next_attempt_at = now(), updated_at = now(),"
-				   " last_error = 'reclaimed: its lease expired at ' || lease_until"
-				   " WHERE state = 'running' AND lease_until >= $1 AND lease_until < now()"
-				   " AND worker_pid IS DISTINCT FROM pg_backend_pid()",
-				   1, types, args, NULL) != SPI_OK_UPDATE)
-		elog(ERROR, "could not reclaim expired leases");
-	n = (int) SPI_processed;
-	end_tx();
-	return n;
+	return run_alone("webhook_ingest: reclaiming expired leases", &plan,
+					 "UPDATE webhook_ingest.jobs SET state = 'pending', lease_until = NULL, worker_pid = NULL,"
+					 " next_attempt_at = now(), updated_at = now(),"
+					 " last_error = 'reclaimed: its lease expired at ' || lease_until"
+					 " WHERE state = 'running' AND lease_until >= $1 AND lease_until < now()"
+					 " AND worker_pid IS DISTINCT FROM pg_backend_pid()",
+					 1, types, args);
 }
 
 /* One slice of the walk that forgets expired event ids (purge_events); how many it forgot. */
