@@ -45,10 +45,7 @@ deadline_of(FunctionCallInfo fcinfo, int argno)
 	Interval   *timeout;
 	int64		us;
 
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("timeout must not be null")));
+	wi_check_not_null(PG_ARGISNULL(argno), "timeout");
 	timeout = PG_GETARG_INTERVAL_P(argno);
 	us = timeout->time + (int64) timeout->day * USECS_PER_DAY +
 		(int64) timeout->month * DAYS_PER_MONTH * USECS_PER_DAY;
@@ -93,10 +90,7 @@ webhook_ingest_wait_for_job(PG_FUNCTION_ARGS)
 	ConditionVariable *cv = wi_shmem_jobs_finished_cv();
 	bool		result = false;
 
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("job_id must not be null")));
+	wi_check_not_null(PG_ARGISNULL(0), "job_id");
 	job_id = PG_GETARG_INT64(0);
 	deadline = deadline_of(fcinfo, 1);
 	refuse_transaction_snapshot("wait_for_job()");
@@ -177,10 +171,7 @@ webhook_ingest_wait_replayed(PG_FUNCTION_ARGS)
 	long		nap_ms = 1;
 	bool		snapshot_held;
 
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("lsn must not be null")));
+	wi_check_not_null(PG_ARGISNULL(0), "lsn");
 	target = PG_GETARG_LSN(0);
 	deadline = deadline_of(fcinfo, 1);
 	refuse_transaction_snapshot("wait_replayed()");

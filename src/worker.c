@@ -152,6 +152,15 @@ completion_batch_size(void)
 	return WI_COMPLETE_BATCH;
 }
 
+/* Where a scan starts again: where the last one stopped, less the margin. */
+static TimestampTz
+scan_start(TimestampTz stopped_at)
+{
+	if (stopped_at == DT_NOBEGIN)
+		return DT_NOBEGIN;
+	return TimestampTzPlusMilliseconds(stopped_at, -WI_SCAN_MARGIN_MS);
+}
+
 static bool
 out_of_time(TimestampTz start)
 {
@@ -173,8 +182,7 @@ clean_up(TimestampTz *retention_from)
 
 	while (wi_retention_s >= 0)
 	{
-		TimestampTz from = (*retention_from == DT_NOBEGIN) ? DT_NOBEGIN :
-			TimestampTzPlusMilliseconds(*retention_from, -WI_SCAN_MARGIN_MS);
+		TimestampTz from = scan_start(*retention_from);
 		int64		deleted = wi_delete_finished(wi_retention_s, WI_RETENTION_BATCH, &from);
 
 		*retention_from = Max(*retention_from, from);
@@ -315,7 +323,7 @@ webhook_ingest_worker_main(Datum arg)
 		if (wi_enabled && now >= next_lease_check)
 		{
 			TimestampTz lease_from = (lease_rounds++ % WI_FULL_SCAN_ROUNDS == 0) ? DT_NOBEGIN :
-				TimestampTzPlusMilliseconds(last_lease_check, -WI_SCAN_MARGIN_MS);
+				scan_start(last_lease_check);
 
 			if (wi_reclaim_expired(lease_from) > 0)
 				claim_now = true;
@@ -356,8 +364,7 @@ webhook_ingest_worker_main(Datum arg)
 			if (claim_from == DT_NOBEGIN)
 				full_claims_slow = TimestampDifferenceExceeds(before, GetCurrentTimestamp(), WI_SLOW_SCAN_MS);
 			/* All due jobs up to the last one claimed, or to now, are taken. */
-			claim_from = TimestampTzPlusMilliseconds(list_length(claimed) == capacity ? last_due : before,
-													 -WI_SCAN_MARGIN_MS);
+			claim_from = scan_start(list_length(claimed) == capacity ? last_due : before);
 			claim_now = (list_length(claimed) == capacity);
 			counters.claimed += list_length(claimed);
 			foreach(lc, claimed)
