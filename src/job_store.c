@@ -37,6 +37,7 @@
 #include "webhook_ingest.h"
 #include "http.h"
 #include "job_store.h"
+#include "verdict.h"
 
 static int
 run_prepared(SPIPlanPtr *plan, const char *sql, int nargs, Oid *types, Datum *args, const char *nulls,
@@ -415,44 +416,6 @@ wi_claim(int max_jobs, int lease_s, TimestampTz from, TimestampTz *last_due, Mem
 	return claimed;
 }
 
-/* How a finished transfer is treated. */
-typedef enum Verdict
-{
-	V_HANDLE,					/* 2xx: parse and run the handler */
-	V_GONE,						/* 404, 410: run the handler with details NULL */
-	V_RETRY,					/* transient: back off and try again */
-	V_DEAD						/* permanent: no retry */
-} Verdict;
-
-static Verdict
-judge(Transfer *t, StringInfo why)
-{
-	if (t->too_big || t->result == CURLE_FILESIZE_EXCEEDED)
-	{
-		appendStringInfo(why, "response body over webhook_ingest.max_response_size (%zu bytes)",
-						 t->max_body);
-		return V_DEAD;
-	}
-	if (t->result != CURLE_OK)
-	{
-		appendStringInfoString(why, curl_easy_strerror(t->result));
-		if (t->errbuf[0] && strcmp(t->errbuf, curl_easy_strerror(t->result)) != 0)
-			appendStringInfo(why, ": %s", t->errbuf);
-		if (t->result == CURLE_UNSUPPORTED_PROTOCOL || t->result == CURLE_URL_MALFORMAT ||
-			t->result == CURLE_TOO_MANY_REDIRECTS || t->result == CURLE_FILESIZE_EXCEEDED)
-			return V_DEAD;
-		return V_RETRY;
-	}
-	if (t->status >= 200 && t->status < 300)
-		return V_HANDLE;
-	if (t->status == 404 || t->status == 410)
-		return V_GONE;
-	appendStringInfo(why, "HTTP %ld", t->status);
-	if (t->status == 408 || t->status == 429 || t->status >= 500)
-		return V_RETRY;
-	return V_DEAD;
-}
-
 static long
 backoff_ms(Transfer *t)
 {
@@ -475,7 +438,7 @@ backoff_ms(Transfer *t)
 }
 
 static bool
-record_failure(Transfer *t, Verdict verdict, const char *why, long elapsed_ms)
+record_failure(Transfer *t, WiVerdict verdict, const char *why, long elapsed_ms)
 {
 	static const char *sql =
 		"UPDATE webhook_ingest.jobs SET"
@@ -489,7 +452,7 @@ record_failure(Transfer *t, Verdict verdict, const char *why, long elapsed_ms)
 	Oid			argtypes[7] = {INT8OID, INT4OID, BOOLOID, BOOLOID, INT8OID, INT4OID, TEXTOID};
 	Datum		args[7];
 	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
-	bool		dead = (verdict == V_DEAD || t->attempt >= t->max_attempts);
+	bool		dead = (verdict == WI_V_DEAD || t->attempt >= t->max_attempts);
 	long		delay = dead ? 0 : backoff_ms(t);
 	char	   *msg;
 	static SPIPlanPtr plan = NULL;
@@ -761,7 +724,7 @@ wi_complete(List *finished, WiCounters *counters)
 	{
 		Transfer   *t = (Transfer *) lfirst(lc);
 		StringInfoData why;
-		volatile Verdict verdict;
+		volatile WiVerdict verdict;
 		long		elapsed_ms = (long) (t->seconds * 1000.0);
 
 		MemoryContextSwitchTo(per_job);
@@ -770,8 +733,8 @@ wi_complete(List *finished, WiCounters *counters)
 		t->outcome = WI_OUTCOME_NONE;
 		t->why = NULL;
 		initStringInfo(&why);
-		verdict = judge(t, &why);
-		if (verdict == V_HANDLE || verdict == V_GONE)
+		verdict = wi_judge(t, &why);
+		if (verdict == WI_V_HANDLE || verdict == WI_V_GONE)
 		{
 			MemoryContext before = CurrentMemoryContext;
 			ResourceOwner owner = CurrentResourceOwner;
@@ -781,7 +744,7 @@ wi_complete(List *finished, WiCounters *counters)
 			MemoryContextSwitchTo(before);
 			PG_TRY();
 			{
-				handle(t, verdict == V_GONE);
+				handle(t, verdict == WI_V_GONE);
 				ReleaseCurrentSubTransaction();
 				MemoryContextSwitchTo(before);
 				CurrentResourceOwner = owner;
@@ -800,10 +763,10 @@ wi_complete(List *finished, WiCounters *counters)
 				/* A job cancelled or reclaimed meanwhile is not a failure: just drop the result. */
 				if (t->outcome != WI_OUTCOME_DISCARDED)
 				{
-					appendStringInfo(&why, "%s: %s", verdict == V_GONE ? "handler (object gone)" : "handler",
+					appendStringInfo(&why, "%s: %s", verdict == WI_V_GONE ? "handler (object gone)" : "handler",
 									 e->message);
 					counters->handler_errors++;
-					count_failure(counters, record_failure(t, V_RETRY, why.data, elapsed_ms), t, why.data);
+					count_failure(counters, record_failure(t, WI_V_RETRY, why.data, elapsed_ms), t, why.data);
 				}
 				FreeErrorData(e);
 			}

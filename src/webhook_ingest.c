@@ -29,6 +29,9 @@ int			wi_poll_interval_ms = 1000;
 int			wi_backoff_base_ms = 1000;
 int			wi_backoff_max_ms = 3600 * 1000;
 int			wi_connect_timeout_ms = 5000;
+int			wi_handler_timeout_ms = 2000;
+int			wi_lock_timeout_ms = 50;
+int			wi_max_payload_size_kb = 1024;
 
 void		_PG_init(void);
 
@@ -134,6 +137,30 @@ _PG_init(void)
 							5000, 1, 3600 * 1000,
 							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("webhook_ingest.handler_timeout",
+							"Longest time one handler call may take.",
+							"A handler still running then is cancelled and the attempt fails. The worker serves no transfer while a handler runs.",
+							&wi_handler_timeout_ms,
+							2000, 1, 60 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("webhook_ingest.lock_timeout",
+							"Longest time the worker waits for a lock that another session holds.",
+							"A job whose row is locked is completed on a later turn; housekeeping skips locked rows.",
+							&wi_lock_timeout_ms,
+							50, 1, 10 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("webhook_ingest.max_payload_size",
+							"Largest payload enqueue() accepts.",
+							"A larger payload is refused with SQLSTATE 54000 and nothing is written.",
+							&wi_max_payload_size_kb,
+							1024, 1, 1024 * 1024,
+							PGC_SUSET, GUC_UNIT_KB,
+							NULL, NULL, NULL);
+
+	wi_net_guard_define_gucs();
 
 #if PG_VERSION_NUM >= 150000
 	MarkGUCPrefixReserved("webhook_ingest");

@@ -12,7 +12,7 @@
 
 #define WI_EXTENSION_NAME		"webhook_ingest"
 #define WI_SCHEMA_NAME			"webhook_ingest"
-#define WI_VERSION				"0.2.0"
+#define WI_VERSION				"0.3.0"
 
 /* Longest external_id or event_id accepted, in bytes. */
 #define WI_MAX_ID_BYTES			1024
@@ -30,6 +30,9 @@ extern int	wi_backoff_base_ms;
 extern int	wi_backoff_max_ms;
 extern int	wi_connect_timeout_ms;
 extern int	wi_retention_s;
+extern int	wi_handler_timeout_ms;
+extern int	wi_lock_timeout_ms;
+extern int	wi_max_payload_size_kb;
 
 /* What the worker has done since it started (worker_status). */
 typedef struct WiCounters
@@ -74,6 +77,9 @@ extern void wi_check_id(const char *what, const char *value, int len);
 struct _SPI_plan;
 extern struct _SPI_plan *wi_prepare_once(struct _SPI_plan **plan, const char *sql, int nargs, Oid *argtypes,
 										 bool replan);
+
+/* net_guard.c */
+extern void wi_net_guard_define_gucs(void);
 
 /* url.c */
 extern char *wi_render_url(const char *url_template, const char *id, int idlen);

@@ -1,0 +1,40 @@
+/*
+ * verdict.c
+ *		What a finished transfer means for its job: run the handler, run it
+ *		with the object gone, retry later, or give up.  Fills in the reason
+ *		for a failure.  Pure classification: no SQL, no HTTP.
+ */
+#include "postgres.h"
+
+#include "webhook_ingest.h"
+#include "verdict.h"
+
+WiVerdict
+wi_judge(Transfer *t, StringInfo why)
+{
+	if (t->too_big || t->result == CURLE_FILESIZE_EXCEEDED)
+	{
+		appendStringInfo(why, "response body over webhook_ingest.max_response_size (%zu bytes)",
+						 t->max_body);
+		return WI_V_DEAD;
+	}
+	if (t->result != CURLE_OK)
+	{
+		appendStringInfoString(why, curl_easy_strerror(t->result));
+		if (t->errbuf[0] && strcmp(t->errbuf, curl_easy_strerror(t->result)) != 0)
+			appendStringInfo(why, ": %s", t->errbuf);
+		if (t->result == CURLE_UNSUPPORTED_PROTOCOL || t->result == CURLE_URL_MALFORMAT ||
+			t->result == CURLE_TOO_MANY_REDIRECTS || t->result == CURLE_FILESIZE_EXCEEDED)
+			return WI_V_DEAD;
+		return WI_V_RETRY;
+	}
+	if (t->status >= 200 && t->status < 300)
+		return WI_V_HANDLE;
+	if (t->status == 404 || t->status == 410)
+		return WI_V_GONE;
+	appendStringInfo(why, "HTTP %ld", t->status);
+	if (t->status == 408 || t->status == 429 || t->status >= 500)
+		return WI_V_RETRY;
+	return WI_V_DEAD;
+}
+
