@@ -19,7 +19,6 @@ typedef struct Transfer
 	int			max_attempts;
 	char	   *source;
 	char	   *external_id;
-	char	   *payload;		/* jsonb as text, or NULL */
 	char	   *url;
 	long		timeout_ms;
 	Oid			handler;		/* InvalidOid: store the document */

@@ -19,7 +19,8 @@ typedef enum WiOutcome
 	WI_OUTCOME_REFETCH,			/* handler committed, a newer webhook sent it back to pending */
 	WI_OUTCOME_RETRY,			/* failed, retry scheduled */
 	WI_OUTCOME_DEAD,			/* failed for good */
-	WI_OUTCOME_DISCARDED		/* no longer running under this attempt (cancelled, reclaimed) */
+	WI_OUTCOME_DISCARDED,		/* no longer running under this attempt (cancelled, reclaimed) */
+	WI_OUTCOME_DEFERRED			/* its row was locked by another session: completed on a later turn */
 } WiOutcome;
 
 /* What wi_extension_state finds. */
@@ -40,6 +41,10 @@ extern int	wi_reclaim_expired(TimestampTz from);
 extern int64 wi_purge_events(int max_pages);
 extern List *wi_claim(int max_jobs, int lease_s, TimestampTz from, TimestampTz *last_due,
 					  MemoryContext cxt);
-extern void wi_complete(List *finished, WiCounters *counters);
+
+/* complete.c */
+extern List *wi_complete(List *finished, WiCounters *counters);
+extern void wi_retry_done_lsn(void);
+extern int	wi_count_crash(int64 job_id);
 
 #endif							/* WI_JOB_STORE_H */

@@ -28,6 +28,8 @@
 #include "utils/memutils.h"
 
 #include "webhook_ingest.h"
+#include "crash_guard.h"
+#include "handler_call.h"
 #include "http.h"
 #include "job_store.h"
 
@@ -211,6 +213,63 @@ clean_up(TimestampTz *retention_from)
 	return behind;
 }
 
+static void
+free_transfer(Transfer *t)
+{
+	wi_http_release(t);
+	pfree(t->source);
+	pfree(t->external_id);
+	pfree(t->url);
+	if (t->why)
+		pfree(t->why);
+	pfree(t);
+}
+
+/*
+ * Complete finished transfers: in batches (several transactions for a
+ * large one, see WI_COMPLETE_BATCH), except suspects of a crash, each alone
+ * (crash_guard.c).  Frees what is done with; returns the transfers left for
+ * a later turn (their rows were locked by another session).
+ */
+static List *
+complete_finished(List *finished, WiCounters *counters)
+{
+	int			batch_size = completion_batch_size();
+	List	   *batch = NIL;
+	List	   *later = NIL;
+	ListCell   *lc;
+
+	foreach(lc, finished)
+	{
+		Transfer   *t = (Transfer *) lfirst(lc);
+
+		if (wi_crash_guard_is_suspect(t->job_id))
+		{
+			List	   *alone = list_make1(t);
+
+			later = list_concat(later, wi_complete(alone, counters));
+			list_free(alone);
+			continue;
+		}
+		batch = lappend(batch, t);
+		if (list_length(batch) == batch_size)
+		{
+			later = list_concat(later, wi_complete(batch, counters));
+			list_free(batch);
+			batch = NIL;
+		}
+	}
+	if (batch != NIL)
+	{
+		later = list_concat(later, wi_complete(batch, counters));
+		list_free(batch);
+	}
+	foreach(lc, finished)
+		if (!list_member_ptr(later, lfirst(lc)))
+			free_transfer((Transfer *) lfirst(lc));
+	return later;
+}
+
 void
 webhook_ingest_worker_main(Datum arg)
 {
@@ -230,6 +289,8 @@ webhook_ingest_worker_main(Datum arg)
 	uint64		clean_up_rounds = 0;
 	char		version[64];
 	bool		told_old = false;
+	List	   *deferred = NIL; /* finished, their rows locked by another session */
+	TimestampTz next_deferred_try = 0;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
@@ -238,11 +299,13 @@ webhook_ingest_worker_main(Datum arg)
 	BackgroundWorkerInitializeConnection(wi_database, NULL, 0);
 	pgstat_report_appname("webhook_ingest worker");
 	/*
-	 * The worker runs as the bootstrap superuser: pg_catalog first, whatever
-	 * ALTER DATABASE says, so nothing can shadow what its SQL calls.  Handlers
-	 * see public after it; a handler that needs more sets its own search_path.
+	 * The worker runs as the bootstrap superuser: its own SQL sees pg_catalog
+	 * and nothing else, whatever ALTER DATABASE says, so nothing can shadow
+	 * what it calls.  Handlers start with the database's search_path, and
+	 * whatever they change is undone after each (handler_call.c).
 	 */
-	SetConfigOption("search_path", "pg_catalog, public", PGC_SUSET, PGC_S_OVERRIDE);
+	wi_handler_remember_search_path();
+	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
 	wi_shmem_register_worker();
 
 	/* Nothing to do until the extension exists in this database. */
@@ -274,7 +337,10 @@ webhook_ingest_worker_main(Datum arg)
 	wi_shmem_publish("running", 0, &counters);
 
 	{
-		int			n = wi_reclaim_running();
+		int			n;
+
+		wi_crash_guard_start();
+		n = wi_reclaim_running();
 
 		if (n > 0)
 			ereport(LOG, (errmsg("webhook_ingest worker: reclaimed %d jobs left running by a previous worker", n)));
@@ -353,7 +419,8 @@ webhook_ingest_worker_main(Datum arg)
 		}
 
 		/* Refill: claim as many due jobs as there are free slots. */
-		capacity = wi_enabled ? Min(wi_max_concurrent_requests, fd_cap) - wi_http_in_flight() : 0;
+		capacity = wi_enabled ?
+			Min(wi_max_concurrent_requests, fd_cap) - wi_http_in_flight() - list_length(deferred) : 0;
 		if (claim_now && capacity > 0)
 		{
 			TimestampTz before = GetCurrentTimestamp();
@@ -387,38 +454,21 @@ webhook_ingest_worker_main(Datum arg)
 				wi_http_on_timer();		/* let curl start the new transfers */
 		}
 
-		/* Complete what has finished, in one transaction. */
+		/* Complete what has finished, and what waited for a row lock. */
 		while ((t = wi_http_finished()) != NULL)
 			finished = lappend(finished, t);
+		if (deferred != NIL && GetCurrentTimestamp() >= next_deferred_try)
+		{
+			finished = list_concat(finished, deferred);
+			list_free(deferred);
+			deferred = NIL;
+			wi_retry_done_lsn();
+		}
 		if (finished != NIL)
 		{
-			ListCell   *lc;
-
-			/* Several transactions for a large batch (see WI_COMPLETE_BATCH). */
-			int			batch = completion_batch_size();
-
-			for (int from = 0; from < list_length(finished); from += batch)
-			{
-				List	   *part = list_copy_tail(finished, from);
-
-				part = list_truncate(part, batch);
-				wi_complete(part, &counters);
-				list_free(part);
-			}
-			foreach(lc, finished)
-			{
-				t = (Transfer *) lfirst(lc);
-				wi_http_release(t);
-				pfree(t->source);
-				pfree(t->external_id);
-				if (t->payload)
-					pfree(t->payload);
-				pfree(t->url);
-				if (t->why)
-					pfree(t->why);
-				pfree(t);
-			}
+			deferred = complete_finished(finished, &counters);
 			list_free(finished);
+			next_deferred_try = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wi_lock_timeout_ms);
 			/* Slots are free, and refetches may be due now. */
 			claim_now = true;
 			continue;
@@ -430,6 +480,8 @@ webhook_ingest_worker_main(Datum arg)
 		timeout = wi_http_timeout_ms();
 		if (timeout < 0 || timeout > wi_poll_interval_ms)
 			timeout = wi_poll_interval_ms;
+		if (deferred != NIL)
+			timeout = Min(timeout, Max(wi_lock_timeout_ms, 1));
 		nevents = WaitEventSetWait(wait_set, timeout, events, lengthof(events), PG_WAIT_EXTENSION);
 		for (int i = 0; i < nevents; i++)
 		{

@@ -1,0 +1,623 @@
+/*
+ * complete.c
+ *		Completing a batch of finished fetches in one transaction:
+ *
+ *		1. lock the batch's job rows without waiting (FOR NO KEY UPDATE SKIP
+ *		   LOCKED): a row another session holds (an application's enqueue
+ *		   that requeued a running job, an admin's retry) is left for a
+ *		   later turn with its result kept; a row no longer running under
+ *		   this attempt (cancelled, taken back) has its result dropped;
+ *		2. for each locked job, in a subtransaction of its own: load its
+ *		   payload (only now, so the worker's memory does not grow with
+ *		   payloads times transfers in flight), run its handler as the
+ *		   handler's owner (handler_call.c) or store the document, mark it
+ *		   done - or record the failed attempt;
+ *		3. after commit, write the commit LSN into done_lsn, wake
+ *		   wait_for_job(), count for the views.
+ *
+ *		Every state change is guarded by (id, state = 'running', attempts);
+ *		no statement here waits for a lock another session holds for longer
+ *		than webhook_ingest.lock_timeout.
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "catalog/pg_type.h"
+#if PG_VERSION_NUM >= 150000
+#include "common/pg_prng.h"
+#endif
+#include "executor/spi.h"
+#include "lib/stringinfo.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/guc.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/memutils.h"
+#include "utils/pg_lsn.h"
+
+#include "webhook_ingest.h"
+#include "crash_guard.h"
+#include "handler_call.h"
+#include "http.h"
+#include "job_store.h"
+#include "verdict.h"
+#include "worker_tx.h"
+
+/* Done jobs whose done_lsn could not be written yet (their row was locked). */
+#define WI_LSN_BACKLOG_MAX	4096
+static int64 lsn_backlog[WI_LSN_BACKLOG_MAX];
+static int	lsn_backlog_len = 0;
+
+static Datum
+id_array(int64 *ids, int n)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		elems[i] = Int64GetDatum(ids[i]);
+	return PointerGetDatum(construct_array(elems, n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+static Transfer *
+find_transfer(List *batch, int64 job_id)
+{
+	ListCell   *lc;
+
+	foreach(lc, batch)
+		if (((Transfer *) lfirst(lc))->job_id == job_id)
+			return (Transfer *) lfirst(lc);
+	return NULL;
+}
+
+/*
+ * Step 1.  Every Transfer of the batch ends with outcome NONE (locked, ours
+ * to complete), DISCARDED or DEFERRED.
+ */
+static void
+lock_batch(List *batch)
+{
+	static SPIPlanPtr lock_plan = NULL;
+	static SPIPlanPtr probe_plan = NULL;
+	Oid			types[1] = {INT8ARRAYOID};
+	Datum		args[1];
+	int64	   *ids = palloc(sizeof(int64) * list_length(batch));
+	int			n = 0;
+	ListCell   *lc;
+
+	foreach(lc, batch)
+	{
+		Transfer   *t = (Transfer *) lfirst(lc);
+
+		t->outcome = WI_OUTCOME_DEFERRED;	/* until its row is found below */
+		ids[n++] = t->job_id;
+	}
+	args[0] = id_array(ids, n);
+	if (wi_run_replanned(&lock_plan,
+						 "SELECT j.id, j.attempts, j.state::text = 'running' FROM webhook_ingest.jobs j"
+						 " WHERE j.id = ANY ($1) FOR NO KEY UPDATE SKIP LOCKED",
+						 1, types, args, NULL) != SPI_OK_SELECT)
+		elog(ERROR, "could not lock the batch's jobs");
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		bool		isnull;
+		Transfer   *t = find_transfer(batch, DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull)));
+		bool		ours = DatumGetBool(SPI_getbinval(tup, SPI_tuptable->tupdesc, 3, &isnull)) &&
+			DatumGetInt32(SPI_getbinval(tup, SPI_tuptable->tupdesc, 2, &isnull)) == t->attempt;
+
+		t->outcome = ours ? WI_OUTCOME_NONE : WI_OUTCOME_DISCARDED;
+	}
+	if (SPI_processed == (uint64) n)
+		return;
+
+	/* Not locked: held by another session (keep it for later) or gone (drop it). */
+	n = 0;
+	foreach(lc, batch)
+		if (((Transfer *) lfirst(lc))->outcome == WI_OUTCOME_DEFERRED)
+			ids[n++] = ((Transfer *) lfirst(lc))->job_id;
+	args[0] = id_array(ids, n);
+	if (wi_run_replanned(&probe_plan,
+						 "SELECT j.id, j.attempts FROM webhook_ingest.jobs j"
+						 " WHERE j.id = ANY ($1) AND j.state::text = 'running'",
+						 1, types, args, NULL) != SPI_OK_SELECT)
+		elog(ERROR, "could not look up the batch's jobs");
+	foreach(lc, batch)
+	{
+		Transfer   *t = (Transfer *) lfirst(lc);
+		bool		still_ours = false;
+
+		if (t->outcome != WI_OUTCOME_DEFERRED)
+			continue;
+		for (uint64 i = 0; i < SPI_processed && !still_ours; i++)
+		{
+			bool		isnull;
+
+			still_ours = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull)) ==
+				t->job_id &&
+				DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull)) == t->attempt;
+		}
+		if (!still_ours)
+			t->outcome = WI_OUTCOME_DISCARDED;
+	}
+}
+
+static long
+backoff_ms(Transfer *t)
+{
+	double		delay = (double) wi_backoff_base_ms;
+
+	for (int i = 1; i < t->attempt && delay < wi_backoff_max_ms; i++)
+		delay *= 2;
+	if (delay > wi_backoff_max_ms)
+		delay = wi_backoff_max_ms;
+	/* jitter: half to all of the delay */
+#if PG_VERSION_NUM >= 150000
+	delay = delay * (0.5 + 0.5 * pg_prng_double(&pg_global_prng_state));
+#else
+	delay = delay * (0.5 + 0.5 * ((double) random() / (double) MAX_RANDOM_VALUE));
+#endif
+	/* Honour Retry-After (http.c caps it at a day). */
+	if (t->retry_after_s >= 0 && t->retry_after_s * 1000.0 > delay)
+		delay = t->retry_after_s * 1000.0;
+	return (long) delay;
+}
+
+/* Record a failed attempt: a retry after a back-off, or dead. */
+static void
+record_failure(Transfer *t, WiVerdict verdict, const char *why, long elapsed_ms)
+{
+	static const char *sql =
+		"UPDATE webhook_ingest.jobs SET"
+		"  state = CASE WHEN $4 AND NOT refetch THEN 'dead' ELSE 'pending' END::webhook_ingest.job_state,"
+		"  attempts = CASE WHEN $4 AND refetch THEN 0 ELSE attempts END,"
+		"  next_attempt_at = CASE WHEN $4 THEN now() ELSE now() + $5 * interval '1 millisecond' END,"
+		"  finished_at = CASE WHEN $4 AND NOT refetch THEN now() END,"
+		"  refetch = false, last_status = $6, last_error = $7,"
+		"  lease_until = NULL, worker_pid = NULL, updated_at = now()"
+		" WHERE id = $1 AND state::text = 'running' AND attempts = $2 AND $3";
+	Oid			argtypes[7] = {INT8OID, INT4OID, BOOLOID, BOOLOID, INT8OID, INT4OID, TEXTOID};
+	Datum		args[7];
+	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	bool		dead = (verdict == WI_V_DEAD || t->attempt >= t->max_attempts);
+	long		delay = dead ? 0 : backoff_ms(t);
+	char	   *msg;
+	static SPIPlanPtr plan = NULL;
+
+	msg = psprintf("attempt %d/%d after %ld ms: %s%s", t->attempt, t->max_attempts, elapsed_ms, why,
+				   dead ? "" : psprintf("; retrying in %ld ms", delay));
+	args[0] = Int64GetDatum(t->job_id);
+	args[1] = Int32GetDatum(t->attempt);
+	args[2] = BoolGetDatum(true);
+	args[3] = BoolGetDatum(dead);
+	args[4] = Int64GetDatum(delay);
+	args[5] = Int32GetDatum((int32) t->status);
+	nulls[5] = t->status > 0 ? ' ' : 'n';
+	args[6] = CStringGetTextDatum(msg);
+
+	if (wi_run_cached(&plan, sql, 7, argtypes, args, nulls, false) != SPI_OK_UPDATE)
+		elog(ERROR, "could not record a failed attempt");
+	if (SPI_processed != 1)
+	{
+		/* Cancelled or reclaimed meanwhile: the newer state stands. */
+		t->outcome = WI_OUTCOME_DISCARDED;
+		return;
+	}
+	t->outcome = dead ? WI_OUTCOME_DEAD : WI_OUTCOME_RETRY;
+	/* Kept with the Transfer (the worker frees both) for the failures ring. */
+	t->why = MemoryContextStrdup(GetMemoryChunkContext(t), why);
+	if (dead)
+		ereport(LOG,
+				(errmsg("webhook_ingest: job %lld (%s/%s) is dead", (long long) t->job_id,
+						t->source, t->external_id),
+				 errdetail("%s", msg)));
+}
+
+static void
+count_failure(WiCounters *counters, Transfer *t)
+{
+	if (t->outcome != WI_OUTCOME_DEAD && t->outcome != WI_OUTCOME_RETRY)
+		return;
+	if (t->outcome == WI_OUTCOME_DEAD)
+		counters->dead++;
+	else
+		counters->retried++;
+	snprintf(counters->last_error, sizeof(counters->last_error), "job %lld (%s/%s): %s",
+			 (long long) t->job_id, t->source, t->external_id, t->why);
+	counters->last_error_at = GetCurrentTimestamp();
+}
+
+/* The job's payload, read now that its row is locked (NULL when it has none). */
+static Datum
+load_payload(Transfer *t, bool *isnull)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			types[1] = {INT8OID};
+	Datum		args[1] = {Int64GetDatum(t->job_id)};
+	Datum		value;
+
+	if (wi_run_cached(&plan, "SELECT j.payload FROM webhook_ingest.jobs j WHERE j.id = $1",
+					  1, types, args, NULL, true) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "could not read the payload of job %lld", (long long) t->job_id);
+	value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, isnull);
+	/* Into the per-job context: freed before the next job's is read. */
+	return *isnull ? (Datum) 0 : datumCopy(value, false, -1);
+}
+
+/* Without a handler, the document goes to webhook_ingest.documents. */
+static void
+store_document(Transfer *t, Datum external_id, Datum details, bool gone)
+{
+	static const char *sql =
+		"INSERT INTO webhook_ingest.documents (source, external_id, details, fetched_at)"
+		" VALUES ($1, $2, $3, now())"
+		" ON CONFLICT (source, external_id) DO UPDATE SET details = EXCLUDED.details, fetched_at = now()";
+	static SPIPlanPtr plan = NULL;
+	Oid			types[3] = {TEXTOID, TEXTOID, JSONBOID};
+	Datum		args[3] = {CStringGetTextDatum(t->source), external_id, details};
+	char		nulls[3] = {' ', ' ', gone ? 'n' : ' '};
+
+	if (wi_run_cached(&plan, sql, 3, types, args, nulls, false) != SPI_OK_INSERT)
+		elog(ERROR, "could not store the document");
+}
+
+/* The job is done - or pending again, when a webhook came while it ran. */
+static void
+mark_done(Transfer *t)
+{
+	static const char *sql =
+		"UPDATE webhook_ingest.jobs SET"
+		"  state = CASE WHEN refetch THEN 'pending' ELSE 'done' END::webhook_ingest.job_state,"
+		"  attempts = CASE WHEN refetch THEN 0 ELSE attempts END,"
+		"  finished_at = CASE WHEN refetch THEN NULL ELSE now() END,"
+		"  next_attempt_at = now(), refetch = false, last_status = $3, last_error = NULL,"
+		"  lease_until = NULL, worker_pid = NULL, updated_at = now()"
+		" WHERE id = $1 AND state::text = 'running' AND attempts = $2"
+		" RETURNING state::text";
+	static SPIPlanPtr plan = NULL;
+	Oid			types[3] = {INT8OID, INT4OID, INT4OID};
+	Datum		args[3] = {Int64GetDatum(t->job_id), Int32GetDatum(t->attempt), Int32GetDatum((int32) t->status)};
+
+	if (wi_run_cached(&plan, sql, 3, types, args, NULL, false) != SPI_OK_UPDATE_RETURNING || SPI_processed != 1)
+		elog(ERROR, "could not mark job %lld done", (long long) t->job_id);
+	t->outcome = strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1), "done") == 0 ?
+		WI_OUTCOME_DONE : WI_OUTCOME_REFETCH;
+}
+
+static void
+notify_done(Transfer *t)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			types[1] = {TEXTOID};
+	Datum		args[1];
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "{\"job_id\": %lld, \"source\": ", (long long) t->job_id);
+	escape_json(&buf, t->source);
+	appendStringInfoString(&buf, ", \"external_id\": ");
+	escape_json(&buf, t->external_id);
+	appendStringInfoChar(&buf, '}');
+	args[0] = CStringGetTextDatum(buf.data);
+	if (wi_run_cached(&plan, "SELECT pg_catalog.pg_notify('webhook_ingest_done', $1)", 1, types, args,
+					  NULL, false) != SPI_OK_SELECT)
+		elog(ERROR, "could not notify");
+}
+
+/*
+ * Run the handler (or store the document) and mark the job done, inside the
+ * caller's subtransaction.  Errors propagate to the caller.
+ */
+static void
+handle(Transfer *t, bool gone)
+{
+	Datum		args[3];
+	bool		nulls[3] = {false, gone, false};
+
+	args[1] = (Datum) 0;
+	if (!gone)
+	{
+		const char *body = t->body ? t->body : "";
+
+		if (strlen(body) != t->body_len || !pg_verifymbstr(body, t->body_len, true))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+					 errmsg("response body is not valid text in the database encoding")));
+		args[1] = DirectFunctionCall1(jsonb_in, CStringGetDatum(body));
+	}
+	args[0] = CStringGetTextDatum(t->external_id);
+	if (OidIsValid(t->handler))
+	{
+		args[2] = load_payload(t, &nulls[2]);
+		wi_call_handler(t->handler, args, nulls);
+	}
+	else
+		store_document(t, args[0], args[1], gone);
+	mark_done(t);
+	notify_done(t);
+}
+
+/* What went wrong in a handler, for last_error. */
+static char *
+handler_failure(Transfer *t, ErrorData *e, bool gone, double handler_ms)
+{
+	const char *what = gone ? "handler (object gone)" : "handler";
+
+	if (wi_handler_timed_out(e, handler_ms))
+		return psprintf("%s: cancelled after webhook_ingest.handler_timeout (%d ms)", what, wi_handler_timeout_ms);
+	return psprintf("%s: %s", what, e->message);
+}
+
+/* Step 2 for one job whose row this transaction holds. */
+static void
+complete_one(Transfer *t, WiCounters *counters)
+{
+	StringInfoData why;
+	WiVerdict	verdict;
+	long		elapsed_ms = (long) (t->seconds * 1000.0);
+	MemoryContext before = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	TimestampTz started;
+
+	initStringInfo(&why);
+	verdict = wi_judge(t, &why);
+	if (verdict != WI_V_HANDLE && verdict != WI_V_GONE)
+	{
+		record_failure(t, verdict, why.data, elapsed_ms);
+		count_failure(counters, t);
+		return;
+	}
+
+	started = GetCurrentTimestamp();
+	BeginInternalSubTransaction(NULL);
+	/* The parsed document lives in the per-job context, not the batch's. */
+	MemoryContextSwitchTo(before);
+	PG_TRY();
+	{
+		handle(t, verdict == WI_V_GONE);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(before);
+		CurrentResourceOwner = owner;
+		counters->succeeded++;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *e;
+		double		handler_ms = (double) (GetCurrentTimestamp() - started) / 1000.0;
+
+		MemoryContextSwitchTo(before);
+		e = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(before);
+		CurrentResourceOwner = owner;
+		counters->handler_errors++;
+		record_failure(t, OidIsValid(t->handler) && wi_handler_was_refused() ? WI_V_DEAD : WI_V_RETRY,
+					   handler_failure(t, e, verdict == WI_V_GONE, handler_ms), elapsed_ms);
+		count_failure(counters, t);
+		FreeErrorData(e);
+	}
+	PG_END_TRY();
+	wi_handler_end_job();
+}
+
+typedef struct Batch
+{
+	List	   *transfers;
+	WiCounters *counters;
+} Batch;
+
+static void
+complete_batch(void *arg)
+{
+	Batch	   *b = (Batch *) arg;
+	MemoryContext batch = CurrentMemoryContext;
+	MemoryContext per_job = AllocSetContextCreate(batch, "webhook_ingest job", ALLOCSET_DEFAULT_SIZES);
+	ListCell   *lc;
+
+	lock_batch(b->transfers);
+	foreach(lc, b->transfers)
+	{
+		Transfer   *t = (Transfer *) lfirst(lc);
+
+		if (t->outcome != WI_OUTCOME_NONE)
+			continue;
+		MemoryContextSwitchTo(per_job);
+		complete_one(t, b->counters);
+		MemoryContextSwitchTo(batch);
+		MemoryContextReset(per_job);
+	}
+}
+
+/*
+ * Give done jobs their done_lsn: ids (then the backlog) get lsn, which is at
+ * or past their commit.  Rows some session holds locked are skipped and kept
+ * in the backlog for the next call.  A short transaction of its own,
+ * committed asynchronously - if it is lost, the worker's next start fills in
+ * the gap (wi_fill_missing_done_lsn).  Returns whether any row got one.
+ */
+typedef struct DoneLsn
+{
+	int64	   *ids;
+	int			n;
+	XLogRecPtr	lsn;
+	int			written;
+} DoneLsn;
+
+static void
+write_done_lsn(void *arg)
+{
+	DoneLsn    *d = (DoneLsn *) arg;
+	static SPIPlanPtr plan = NULL;
+	static SPIPlanPtr left_plan = NULL;
+	Oid			types[2] = {PG_LSNOID, INT8ARRAYOID};
+	Datum		args[2] = {LSNGetDatum(d->lsn), id_array(d->ids, d->n)};
+
+	pgstat_report_activity(STATE_RUNNING, "webhook_ingest: recording the commit LSN of done jobs");
+	(void) set_config_option("synchronous_commit", "off", PGC_SUSET, PGC_S_SESSION, GUC_ACTION_LOCAL,
+							 true, 0, false);
+	if (wi_run_replanned(&plan,
+						 "WITH done AS ("
+						 "  SELECT d.id FROM webhook_ingest.jobs d"
+						 "   WHERE d.id = ANY ($2) AND d.state::text = 'done' AND d.done_lsn IS NULL"
+						 "   FOR NO KEY UPDATE SKIP LOCKED)"
+						 " UPDATE webhook_ingest.jobs j SET done_lsn = $1 FROM done WHERE j.id = done.id",
+						 2, types, args, NULL) != SPI_OK_UPDATE)
+		elog(ERROR, "could not record done_lsn");
+	d->written = (int) SPI_processed;
+	lsn_backlog_len = 0;
+	if (d->written == d->n)
+		return;
+	/* What is still done without a done_lsn was locked: keep it for later. */
+	if (wi_run_replanned(&left_plan,
+						 "SELECT j.id FROM webhook_ingest.jobs j"
+						 " WHERE j.id = ANY ($1) AND j.state::text = 'done' AND j.done_lsn IS NULL",
+						 1, &types[1], &args[1], NULL) != SPI_OK_SELECT)
+		elog(ERROR, "could not look up done jobs");
+	for (uint64 i = 0; i < SPI_processed && lsn_backlog_len < WI_LSN_BACKLOG_MAX; i++)
+	{
+		bool		isnull;
+
+		lsn_backlog[lsn_backlog_len++] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
+																	 SPI_tuptable->tupdesc, 1, &isnull));
+	}
+}
+
+static bool
+record_done_lsn(List *finished, XLogRecPtr lsn)
+{
+	DoneLsn		d;
+	ListCell   *lc;
+
+	d.ids = palloc(sizeof(int64) * (list_length(finished) + lsn_backlog_len));
+	d.n = 0;
+	d.lsn = lsn;
+	d.written = 0;
+	foreach(lc, finished)
+		if (((Transfer *) lfirst(lc))->outcome == WI_OUTCOME_DONE)
+			d.ids[d.n++] = ((Transfer *) lfirst(lc))->job_id;
+	for (int i = 0; i < lsn_backlog_len; i++)
+		d.ids[d.n++] = lsn_backlog[i];
+	if (d.n > 0)
+		(void) wi_in_tx("webhook_ingest: recording the commit LSN of done jobs", write_done_lsn, &d);
+	pfree(d.ids);
+	return d.written > 0;
+}
+
+/* Try the done_lsn backlog again, with the current WAL position. */
+void
+wi_retry_done_lsn(void)
+{
+	if (lsn_backlog_len > 0 && record_done_lsn(NIL, GetXLogInsertRecPtr()))
+		wi_shmem_jobs_finished();
+}
+
+/* After the batch committed: what it did, for the views. */
+static void
+record_stats(List *finished)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	ListCell   *lc;
+
+	wi_stats_begin();
+	foreach(lc, finished)
+	{
+		Transfer   *t = (Transfer *) lfirst(lc);
+
+		switch ((WiOutcome) t->outcome)
+		{
+			case WI_OUTCOME_DONE:
+				wi_stats_done(t->source, now, (double) (now - t->created_at), t->seconds * 1000000.0);
+				break;
+			case WI_OUTCOME_RETRY:
+			case WI_OUTCOME_DEAD:
+				wi_stats_failed(t->source, now, t->job_id, t->external_id, t->attempt, (int) t->status,
+								t->why ? t->why : "", t->seconds * 1000.0, t->outcome == WI_OUTCOME_DEAD);
+				break;
+			default:
+				break;
+		}
+	}
+	wi_stats_end();
+}
+
+/*
+ * Complete a batch of finished transfers in one transaction; then record
+ * the commit LSN of the jobs it made done, wake wait_for_job(), and count.
+ * Returns the transfers left for a later turn (their rows were locked by
+ * another session, or the whole batch met a lock timeout).
+ */
+List *
+wi_complete(List *finished, WiCounters *counters)
+{
+	Batch		b = {finished, counters};
+	List	   *later = NIL;
+	bool		finished_some = false;
+	ListCell   *lc;
+
+	foreach(lc, finished)
+		((Transfer *) lfirst(lc))->why = NULL;
+	wi_crash_guard_completing(finished);
+	if (!wi_in_tx("webhook_ingest: completing fetched jobs", complete_batch, &b))
+	{
+		foreach(lc, finished)
+			((Transfer *) lfirst(lc))->outcome = WI_OUTCOME_DEFERRED;
+	}
+	wi_crash_guard_completed(finished);
+
+	foreach(lc, finished)
+	{
+		Transfer   *t = (Transfer *) lfirst(lc);
+
+		if (t->outcome == WI_OUTCOME_DEFERRED)
+		{
+			later = lappend(later, t);
+			continue;
+		}
+		counters->fetched++;
+		counters->bytes += t->body_len;
+		if (t->outcome == WI_OUTCOME_DONE || t->outcome == WI_OUTCOME_DEAD)
+			finished_some = true;
+	}
+	if (finished_some)
+		(void) record_done_lsn(finished, XactLastCommitEnd);
+	if (finished_some)
+		wi_shmem_jobs_finished();
+	record_stats(finished);
+	return later;
+}
+
+/*
+ * A job the worker died while completing, alone (crash_guard.c): the crash
+ * counts as an attempt, and after max_attempts the job is dead.  Returns 1
+ * if the job was still running and is now pending or dead.
+ */
+int
+wi_count_crash(int64 job_id)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			types[1] = {INT8OID};
+	Datum		args[1] = {Int64GetDatum(job_id)};
+
+	return wi_run_alone("webhook_ingest: counting a crash against its job", &plan,
+						"WITH culprit AS ("
+						"  SELECT c.id FROM webhook_ingest.jobs c WHERE c.id = $1 AND c.state = 'running'"
+						"   FOR NO KEY UPDATE SKIP LOCKED)"
+						" UPDATE webhook_ingest.jobs j SET"
+						"  state = CASE WHEN j.attempts >= s.max_attempts THEN 'dead' ELSE 'pending' END"
+						"          ::webhook_ingest.job_state,"
+						"  finished_at = CASE WHEN j.attempts >= s.max_attempts THEN now() END,"
+						"  next_attempt_at = now(), refetch = false, lease_until = NULL, worker_pid = NULL,"
+						"  updated_at = now(),"
+						"  last_error = format('attempt %s/%s: the worker died while handling it%s', j.attempts,"
+						"                      s.max_attempts, CASE WHEN j.attempts < s.max_attempts"
+						"                      THEN '; retrying alone' ELSE '' END)"
+						"  FROM culprit, webhook_ingest.sources s"
+						" WHERE j.id = culprit.id AND s.name = j.source",
+						1, types, args);
+}

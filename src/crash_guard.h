@@ -1,0 +1,17 @@
+/*
+ * crash_guard.h
+ *		Recognising a job that crashes the worker (crash_guard.c).
+ */
+#ifndef WI_CRASH_GUARD_H
+#define WI_CRASH_GUARD_H
+
+#include "postgres.h"
+
+#include "nodes/pg_list.h"
+
+extern void wi_crash_guard_start(void);
+extern bool wi_crash_guard_is_suspect(int64 job_id);
+extern void wi_crash_guard_completing(List *batch);
+extern void wi_crash_guard_completed(List *batch);
+
+#endif							/* WI_CRASH_GUARD_H */

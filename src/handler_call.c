@@ -1,0 +1,184 @@
+/*
+ * handler_call.c
+ *		Calling a source's handler the way PostgreSQL runs code on another
+ *		role's behalf (autovacuum's index expressions, pg_cron's jobs): as the
+ *		role that owns the function, in a security-restricted operation, with
+ *		a GUC nest level of its own that is rolled back afterwards, under
+ *		webhook_ingest.handler_timeout.  The function is found by OID and
+ *		called through fmgr at every call, so a rename, a replaced body or a
+ *		new owner takes effect at once; its owner and that owner's EXECUTE
+ *		right are checked at every call too.  The caller runs this inside a
+ *		subtransaction and releases the session's advisory locks after it
+ *		(wi_handler_end_job).
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_proc.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/lock.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/regproc.h"
+#include "utils/syscache.h"
+#include "utils/timeout.h"
+
+#include "webhook_ingest.h"
+#include "handler_call.h"
+
+/* search_path handlers start with: the database's, as the worker found it. */
+static char *handler_search_path = NULL;
+
+/* The last call could not be made at all (see wi_handler_was_refused). */
+static bool refused = false;
+
+/*
+ * Remember the search_path this database gives a new session, before the
+ * worker narrows its own to pg_catalog.
+ */
+void
+wi_handler_remember_search_path(void)
+{
+	handler_search_path = MemoryContextStrdup(TopMemoryContext,
+											  GetConfigOption("search_path", false, false));
+}
+
+/*
+ * The role the handler runs as: its owner, who must still exist and may
+ * still execute it.  Raises an error (and says the job cannot succeed as
+ * things stand) otherwise.
+ */
+static Oid
+handler_owner(Oid handler)
+{
+	HeapTuple	tuple;
+	Oid			owner;
+
+	tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(handler));
+	if (!HeapTupleIsValid(tuple))
+	{
+		refused = true;
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FUNCTION),
+				 errmsg("handler function with OID %u does not exist", handler),
+				 errhint("Set another handler with webhook_ingest.alter_source().")));
+	}
+	owner = ((Form_pg_proc) GETSTRUCT(tuple))->proowner;
+	ReleaseSysCache(tuple);
+
+	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(owner)))
+	{
+		refused = true;
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("the owner of handler %s no longer exists", format_procedure(handler))));
+	}
+	if (pg_proc_aclcheck(handler, owner, ACL_EXECUTE) != ACLCHECK_OK)
+	{
+		refused = true;
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("role \"%s\" may not execute handler %s", GetUserNameFromId(owner, false),
+						format_procedure(handler)),
+				 errdetail("Handlers run as the role that owns the function.")));
+	}
+	return owner;
+}
+
+static void
+invoke(Oid handler, Datum *args, const bool *nulls)
+{
+	FmgrInfo	flinfo;
+	PgStat_FunctionCallUsage usage;
+
+	LOCAL_FCINFO(fcinfo, 3);
+
+	fmgr_info(handler, &flinfo);
+	InitFunctionCallInfoData(*fcinfo, &flinfo, 3, InvalidOid, NULL, NULL);
+	for (int i = 0; i < 3; i++)
+	{
+		fcinfo->args[i].value = args[i];
+		fcinfo->args[i].isnull = nulls[i];
+	}
+	pgstat_init_function_usage(fcinfo, &usage);
+	(void) FunctionCallInvoke(fcinfo);
+	pgstat_end_function_usage(&usage, true);
+}
+
+/*
+ * Call handler(external_id, details, payload) as its owner.  Errors
+ * propagate to the caller's subtransaction, whose abort restores the user
+ * and the settings.
+ */
+void
+wi_call_handler(Oid handler, Datum *args, const bool *nulls)
+{
+	Oid			save_user;
+	int			save_sec_context;
+	int			nest_level;
+	Oid			owner;
+
+	refused = false;
+	owner = handler_owner(handler);
+
+	GetUserIdAndSecContext(&save_user, &save_sec_context);
+	SetUserIdAndSecContext(owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	nest_level = NewGUCNestLevel();
+	(void) set_config_option("search_path", handler_search_path, PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	enable_timeout_after(STATEMENT_TIMEOUT, wi_handler_timeout_ms);
+	PG_TRY();
+	{
+		invoke(handler, args, nulls);
+	}
+	PG_FINALLY();
+	{
+		disable_timeout(STATEMENT_TIMEOUT, false);
+	}
+	PG_END_TRY();
+
+	/* A cancel the timer raised just as the handler returned is moot now. */
+	if (get_timeout_indicator(STATEMENT_TIMEOUT, true))
+		QueryCancelPending = false;
+
+	/* Every setting the handler changed, even for the session, is undone. */
+	AtEOXact_GUC(false, nest_level);
+	SetUserIdAndSecContext(save_user, save_sec_context);
+}
+
+/*
+ * Did the last wi_call_handler fail before calling anything (the function
+ * gone, its owner gone, or no EXECUTE)?  No retry will fix that.
+ */
+bool
+wi_handler_was_refused(void)
+{
+	return refused;
+}
+
+/*
+ * Is this error the handler_timeout?  (The executor reports it as a
+ * statement timeout.)
+ */
+bool
+wi_handler_timed_out(ErrorData *e, double elapsed_ms)
+{
+	return e->sqlerrcode == ERRCODE_QUERY_CANCELED && elapsed_ms >= wi_handler_timeout_ms;
+}
+
+/*
+ * After each job: session-level advisory locks a handler took do not
+ * outlive it, and the next job starts with no refusal on record.
+ */
+void
+wi_handler_end_job(void)
+{
+	LockReleaseSession(USER_LOCKMETHOD);
+	refused = false;
+}

@@ -1,0 +1,16 @@
+/*
+ * handler_call.h
+ *		Calling a source's handler as its owner (handler_call.c).
+ */
+#ifndef WI_HANDLER_CALL_H
+#define WI_HANDLER_CALL_H
+
+#include "postgres.h"
+
+extern void wi_handler_remember_search_path(void);
+extern void wi_call_handler(Oid handler, Datum *args, const bool *nulls);
+extern bool wi_handler_was_refused(void);
+extern bool wi_handler_timed_out(ErrorData *e, double elapsed_ms);
+extern void wi_handler_end_job(void);
+
+#endif							/* WI_HANDLER_CALL_H */
