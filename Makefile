@@ -50,7 +50,11 @@ regress-suite:
 	$(pg_regress_installcheck) $(REGRESS_OPTS) $(REGRESS)
 isolation-suite:
 	$(pg_isolation_regress_installcheck) $(ISOLATION_OPTS) $(ISOLATION)
-tap-suite:
+# A C function that segfaults, for TAP 008 only: built here, never installed.
+TEST_CRASH_MODULE = test/modules/wi_test_crash$(DLSUFFIX)
+$(TEST_CRASH_MODULE): test/modules/wi_test_crash.c
+	$(CC) $(CFLAGS) $(CFLAGS_SL) $(CPPFLAGS) -shared -o $@ $<
+tap-suite: $(TEST_CRASH_MODULE)
 	$(prove_installcheck)
 # The worker against test/upstream.py (test/run starts it on 127.0.0.1:18080).
 WORKER_REGRESS = $(patsubst test/worker/sql/%.sql,%,$(sort $(wildcard test/worker/sql/*.sql)))

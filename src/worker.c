@@ -466,7 +466,7 @@ webhook_ingest_worker_main(Datum arg)
 		}
 		if (finished != NIL)
 		{
-			deferred = complete_finished(finished, &counters);
+			deferred = list_concat(deferred, complete_finished(finished, &counters));
 			list_free(finished);
 			next_deferred_try = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wi_lock_timeout_ms);
 			/* Slots are free, and refetches may be due now. */
