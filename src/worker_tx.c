@@ -16,9 +16,12 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/timestamp.h"
 
 #include "webhook_ingest.h"
 #include "worker_tx.h"
+
+#define WI_LOCK_LOG_EVERY_S	10
 
 void
 wi_begin_tx(void)
@@ -54,6 +57,8 @@ wi_end_tx(void)
 bool
 wi_abort_if_lock_timeout(MemoryContext keep, const char *activity)
 {
+	static TimestampTz last_logged = 0;
+	TimestampTz now;
 	ErrorData  *e;
 
 	MemoryContextSwitchTo(keep);
@@ -67,10 +72,14 @@ wi_abort_if_lock_timeout(MemoryContext keep, const char *activity)
 	AbortCurrentTransaction();
 	MemoryContextSwitchTo(keep);
 	pgstat_report_activity(STATE_IDLE, NULL);
-	ereport(LOG,
+	/* At most one LOG line in WI_LOCK_LOG_EVERY_S: a lock held for minutes must not flood the log. */
+	now = GetCurrentTimestamp();
+	ereport(TimestampDifferenceExceeds(last_logged, now, WI_LOCK_LOG_EVERY_S * 1000) ? LOG : DEBUG1,
 			(errmsg("webhook_ingest worker: %s waited longer than webhook_ingest.lock_timeout; trying again later",
 					activity),
 			 errdetail("%s", e->message)));
+	if (TimestampDifferenceExceeds(last_logged, now, WI_LOCK_LOG_EVERY_S * 1000))
+		last_logged = now;
 	FreeErrorData(e);
 	return true;
 }
