@@ -53,6 +53,8 @@
 #define WI_LSN_BACKLOG_MAX	4096
 static int64 lsn_backlog[WI_LSN_BACKLOG_MAX];
 static int	lsn_backlog_len = 0;
+static int64 lsn_left[WI_LSN_BACKLOG_MAX];	/* what the last write left, while it runs */
+static int	lsn_left_len = 0;
 
 static Datum
 id_array(int64 *ids, int n)
@@ -470,7 +472,7 @@ write_done_lsn(void *arg)
 						 2, types, args, NULL) != SPI_OK_UPDATE)
 		elog(ERROR, "could not record done_lsn");
 	d->written = (int) SPI_processed;
-	lsn_backlog_len = 0;
+	lsn_left_len = 0;
 	if (d->written == d->n)
 		return;
 	/* What is still done without a done_lsn was locked: keep it for later. */
@@ -479,12 +481,12 @@ write_done_lsn(void *arg)
 						 " WHERE j.id = ANY ($1) AND j.state::text = 'done' AND j.done_lsn IS NULL",
 						 1, &types[1], &args[1], NULL) != SPI_OK_SELECT)
 		elog(ERROR, "could not look up done jobs");
-	for (uint64 i = 0; i < SPI_processed && lsn_backlog_len < WI_LSN_BACKLOG_MAX; i++)
+	for (uint64 i = 0; i < SPI_processed && lsn_left_len < WI_LSN_BACKLOG_MAX; i++)
 	{
 		bool		isnull;
 
-		lsn_backlog[lsn_backlog_len++] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
-																	 SPI_tuptable->tupdesc, 1, &isnull));
+		lsn_left[lsn_left_len++] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
+															   SPI_tuptable->tupdesc, 1, &isnull));
 	}
 }
 
@@ -503,8 +505,20 @@ record_done_lsn(List *finished, XLogRecPtr lsn)
 			d.ids[d.n++] = ((Transfer *) lfirst(lc))->job_id;
 	for (int i = 0; i < lsn_backlog_len; i++)
 		d.ids[d.n++] = lsn_backlog[i];
-	if (d.n > 0)
-		(void) wi_in_tx("webhook_ingest: recording the commit LSN of done jobs", write_done_lsn, &d);
+	if (d.n == 0)
+		return false;
+	if (wi_in_tx("webhook_ingest: recording the commit LSN of done jobs", write_done_lsn, &d))
+	{
+		/* The backlog is now what this write could not reach. */
+		memcpy(lsn_backlog, lsn_left, sizeof(int64) * lsn_left_len);
+		lsn_backlog_len = lsn_left_len;
+	}
+	else
+	{
+		/* Met a lock timeout: everything waits for the next try. */
+		lsn_backlog_len = Min(d.n, WI_LSN_BACKLOG_MAX);
+		memcpy(lsn_backlog, d.ids, sizeof(int64) * lsn_backlog_len);
+	}
 	pfree(d.ids);
 	return d.written > 0;
 }
@@ -561,7 +575,13 @@ wi_complete(List *finished, WiCounters *counters)
 	ListCell   *lc;
 
 	foreach(lc, finished)
-		((Transfer *) lfirst(lc))->why = NULL;
+	{
+		Transfer   *t = (Transfer *) lfirst(lc);
+
+		if (t->why)
+			pfree(t->why);
+		t->why = NULL;
+	}
 	wi_crash_guard_completing(finished);
 	if (!wi_in_tx("webhook_ingest: completing fetched jobs", complete_batch, &b))
 	{

@@ -395,6 +395,7 @@ webhook_ingest_worker_main(Datum arg)
 				claim_now = true;
 			last_lease_check = now;
 			(void) wi_park_paused();
+			wi_retry_done_lsn();
 			claim_from = DT_NOBEGIN;
 			next_lease_check = TimestampTzPlusMilliseconds(now, wi_poll_interval_ms * 10L);
 		}
