@@ -6,12 +6,21 @@
  *		worker waits on beside its latch and postmaster death, so signals are
  *		served while transfers are in flight.
  *
+ *		Every connection curl opens, and every one it reuses, goes through
+ *		the network guard (net_guard.c) with the address it is for, after DNS.
+ *		Redirects are followed here, not by libcurl, so that the source's
+ *		headers go only to the template's origin: on a 3xx the same easy
+ *		handle is sent to the next hop, and wi_http_finished() returns only
+ *		transfers that are really finished.
+ *
  *		Callbacks here run inside libcurl: they never ereport() or palloc();
  *		they record what happened and return a code.
  */
 #include "postgres.h"
 
+#include <ctype.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,6 +32,17 @@ static int	epoll_fd = -1;
 static struct timespec timer_deadline;	/* CLOCK_MONOTONIC; valid when timer_armed */
 static bool timer_armed = false;
 static int	in_flight = 0;
+
+/* What a hop to another origin sends instead of the source's headers. */
+static struct curl_slist *bare_headers = NULL;
+
+static char *origin_of(const char *url, bool *tls);
+
+/* Longest Retry-After honoured, in seconds. */
+#define WI_MAX_RETRY_AFTER_S	(24L * 3600L)
+
+/* Bytes of a redirect target quoted in a refusal. */
+#define WI_QUOTE_BYTES			100
 
 /* CURLMOPT_SOCKETFUNCTION: keep the epoll set in step with curl's sockets. */
 static int
@@ -97,6 +117,42 @@ write_cb(char *data, size_t size, size_t nmemb, void *userp)
 	return n;
 }
 
+/*
+ * CURLOPT_OPENSOCKETFUNCTION: a new connection to this address, which DNS
+ * gave; refused ones are recorded, and curl tries the next address if any.
+ */
+static curl_socket_t
+open_socket_cb(void *clientp, curlsocktype purpose, struct curl_sockaddr *address)
+{
+	Transfer   *t = (Transfer *) clientp;
+	char		why[WI_REFUSAL_SIZE];
+
+	if (!wi_net_allowed_sockaddr(&address->addr, why, sizeof(why)))
+	{
+		if (t->refused[0] == '\0')
+			strlcpy(t->refused, why, sizeof(t->refused));
+		return CURL_SOCKET_BAD;
+	}
+	t->sockets_opened++;
+	return socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+}
+
+#if LIBCURL_VERSION_NUM >= 0x075000
+/*
+ * CURLOPT_PREREQFUNCTION: before each request, on a new or a reused
+ * connection; a connection made before a reload is checked again.
+ */
+static int
+prereq_cb(void *clientp, char *conn_primary_ip, char *conn_local_ip, int conn_primary_port, int conn_local_port)
+{
+	Transfer   *t = (Transfer *) clientp;
+
+	if (!wi_net_allowed_text(conn_primary_ip, t->refused, sizeof(t->refused)))
+		return CURL_PREREQFUNC_ABORT;
+	return CURL_PREREQFUNC_OK;
+}
+#endif
+
 void
 wi_http_set_host_limit(int max_host_connections)
 {
@@ -118,6 +174,9 @@ wi_http_init(int max_host_connections)
 	curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, timer_cb);
 	curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long) max_host_connections);
 	curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, (long) max_host_connections);
+	bare_headers = curl_slist_append(NULL, "Accept: application/json");
+	if (bare_headers == NULL)
+		elog(ERROR, "out of memory");
 }
 
 int
@@ -169,6 +228,12 @@ wi_http_start(Transfer *t, long connect_timeout_ms, const char **error)
 	t->retry_after_s = -1;
 	t->errbuf[0] = '\0';
 	t->result = CURLE_OK;
+	t->seconds = 0;
+	t->hops = 0;
+	t->cross_origin = false;
+	t->sockets_opened = 0;
+	t->refused[0] = '\0';
+	t->origin = origin_of(t->url, &t->tls);
 
 	curl_easy_setopt(easy, CURLOPT_URL, t->url);
 	curl_easy_setopt(easy, CURLOPT_PRIVATE, t);
@@ -180,8 +245,16 @@ wi_http_start(Transfer *t, long connect_timeout_ms, const char **error)
 	curl_easy_setopt(easy, CURLOPT_PROTOCOLS, (long) (CURLPROTO_HTTP | CURLPROTO_HTTPS));
 	curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS, (long) (CURLPROTO_HTTP | CURLPROTO_HTTPS));
 #endif
-	curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 1L);
-	curl_easy_setopt(easy, CURLOPT_MAXREDIRS, 5L);
+	/* Redirects: followed by next_hop(), not by libcurl. */
+	curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
+	/* No proxy from the environment (http_proxy, ...): the guard would not see where fetches go. */
+	curl_easy_setopt(easy, CURLOPT_PROXY, "");
+	curl_easy_setopt(easy, CURLOPT_OPENSOCKETFUNCTION, open_socket_cb);
+	curl_easy_setopt(easy, CURLOPT_OPENSOCKETDATA, t);
+#if LIBCURL_VERSION_NUM >= 0x075000
+	curl_easy_setopt(easy, CURLOPT_PREREQFUNCTION, prereq_cb);
+	curl_easy_setopt(easy, CURLOPT_PREREQDATA, t);
+#endif
 	curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, connect_timeout_ms);
 	curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, t->timeout_ms);
 	curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 1L);
@@ -200,6 +273,8 @@ wi_http_start(Transfer *t, long connect_timeout_ms, const char **error)
 	{
 		curl_easy_cleanup(easy);
 		t->easy = NULL;
+		free(t->origin);
+		t->origin = NULL;
 		*error = "could not add a transfer to libcurl";
 		return false;
 	}
@@ -242,6 +317,217 @@ wi_http_on_timer(void)
 	curl_multi_socket_action(multi, CURL_SOCKET_TIMEOUT, 0, &running_handles);
 }
 
+/*
+ * Retry-After, strictly: delay-seconds (digits only) or an HTTP-date (which
+ * starts with the day's name); anything else is ignored (-1).  Capped at a
+ * day; a date in the past is 0.
+ */
+static long
+retry_after_seconds(const char *value)
+{
+	size_t		len = strlen(value);
+
+	if (len > 0 && strspn(value, "0123456789") == len)
+	{
+		long		secs = 0;
+
+		for (size_t i = 0; i < len && secs < WI_MAX_RETRY_AFTER_S; i++)
+			secs = secs * 10 + (value[i] - '0');
+		return Min(secs, WI_MAX_RETRY_AFTER_S);
+	}
+	if (isalpha((unsigned char) value[0]))
+	{
+		time_t		when = curl_getdate(value, NULL);
+
+		if (when != -1)
+		{
+			double		secs = difftime(when, time(NULL));
+
+			return (long) Max(0, Min(secs, (double) WI_MAX_RETRY_AFTER_S));
+		}
+	}
+	return -1;
+}
+
+static void
+read_retry_after(Transfer *t)
+{
+#if LIBCURL_VERSION_NUM >= 0x075300
+	struct curl_header *h;
+
+	if (curl_easy_header(t->easy, "Retry-After", 0, CURLH_HEADER, -1, &h) == CURLHE_OK)
+		t->retry_after_s = retry_after_seconds(h->value);
+#endif
+}
+
+/*
+ * A guard refusal decides the outcome only when no connection was made: one
+ * address refused and another that worked (or failed on its own) is not a
+ * refusal of the fetch.  A refusal of a reused connection always is.
+ */
+static void
+settle_refusal(Transfer *t)
+{
+	if (t->refused[0] != '\0' && t->result != CURLE_ABORTED_BY_CALLBACK &&
+		(t->result == CURLE_OK || t->sockets_opened > 0))
+		t->refused[0] = '\0';
+}
+
+static bool
+is_redirect(long status)
+{
+	return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
+}
+
+/* Up to WI_QUOTE_BYTES of s, printable ASCII only, for a refusal message. */
+static void
+quote(char *dst, size_t dstlen, const char *s)
+{
+	size_t		n = 0;
+	size_t		limit = Min(dstlen - 4, (size_t) WI_QUOTE_BYTES);
+
+	for (; s[n] && n < limit; n++)
+		dst[n] = (s[n] > 0x20 && s[n] < 0x7f) ? s[n] : '?';
+	dst[n] = '\0';
+	if (s[n])
+		strcat(dst, "...");
+}
+
+/*
+ * The origin of an absolute http(s) URL, "scheme://host:port" (lowercase,
+ * the scheme's port when none is given), malloc'd; NULL if it has none.
+ * *tls says whether the scheme is https.
+ */
+static char *
+origin_of(const char *url, bool *tls)
+{
+	CURLU	   *u = curl_url();
+	char	   *scheme = NULL;
+	char	   *host = NULL;
+	char	   *port = NULL;
+	char	   *origin = NULL;
+
+	*tls = false;
+	if (u != NULL &&
+		curl_url_set(u, CURLUPART_URL, url, CURLU_NON_SUPPORT_SCHEME) == CURLUE_OK &&
+		curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+		curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+		curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK)
+	{
+		size_t		len = strlen(scheme) + strlen(host) + strlen(port) + 5;
+
+		origin = malloc(len);
+		if (origin != NULL)
+		{
+			snprintf(origin, len, "%s://%s:%s", scheme, host, port);
+			for (char *c = origin; *c; c++)
+				*c = (char) tolower((unsigned char) *c);
+			*tls = (strncmp(origin, "https:", 6) == 0);
+		}
+	}
+	curl_free(scheme);
+	curl_free(host);
+	curl_free(port);
+	curl_url_cleanup(u);
+	return origin;
+}
+
+/*
+ * May the fetch follow its redirect to location?  If not, says why in
+ * t->refused.  Also decides whether the next hop gets the source's headers.
+ */
+static bool
+redirect_allowed(Transfer *t, const char *location, bool *tls)
+{
+	char		quoted[WI_QUOTE_BYTES + 4];
+	char	   *origin = origin_of(location, tls);
+	bool		same;
+
+	if (origin == NULL || (strncmp(origin, "http:", 5) != 0 && strncmp(origin, "https:", 6) != 0))
+	{
+		quote(quoted, sizeof(quoted), location);
+		snprintf(t->refused, sizeof(t->refused), "redirect to %s refused: only http and https are followed", quoted);
+		free(origin);
+		return false;
+	}
+	if (t->tls && !*tls)
+	{
+		quote(quoted, sizeof(quoted), location);
+		snprintf(t->refused, sizeof(t->refused), "redirect from https to http refused: %s", quoted);
+		free(origin);
+		return false;
+	}
+	same = (t->origin != NULL && strcmp(origin, t->origin) == 0);
+	if (!same && wi_cross_origin_redirects == WI_CROSS_ORIGIN_REFUSE)
+	{
+		quote(quoted, sizeof(quoted), origin);
+		snprintf(t->refused, sizeof(t->refused),
+				 "redirect to another origin (%s) refused by webhook_ingest.cross_origin_redirects", quoted);
+		free(origin);
+		return false;
+	}
+	/* Once the chain has left the origin, the headers never come back. */
+	t->cross_origin |= !same;
+	free(origin);
+	return true;
+}
+
+/*
+ * After a redirect response: send the same handle to the next hop and return
+ * true, or return false when the transfer is finished (no Location, or the
+ * redirect refused: t->refused or t->result say why).
+ */
+static bool
+next_hop(Transfer *t)
+{
+	char	   *location = NULL;
+	char	   *next;
+	long		left_ms;
+	bool		tls;
+
+	if (curl_easy_getinfo(t->easy, CURLINFO_REDIRECT_URL, &location) != CURLE_OK || location == NULL)
+		return false;
+	if (t->hops >= WI_MAX_REDIRECTS)
+	{
+		t->result = CURLE_TOO_MANY_REDIRECTS;
+		snprintf(t->errbuf, sizeof(t->errbuf), "Maximum (%d) redirects followed", WI_MAX_REDIRECTS);
+		return false;
+	}
+	if (!redirect_allowed(t, location, &tls))
+		return false;
+	left_ms = t->timeout_ms - (long) ((GetCurrentTimestamp() - t->started) / 1000);
+	if (left_ms <= 0)
+	{
+		t->result = CURLE_OPERATION_TIMEDOUT;
+		snprintf(t->errbuf, sizeof(t->errbuf), "Timeout was reached after %d redirects", t->hops);
+		return false;
+	}
+	next = strdup(location);
+	if (next == NULL)
+		return false;
+
+	curl_multi_remove_handle(multi, t->easy);
+	free(t->body);
+	t->body = NULL;
+	t->body_len = 0;
+	t->status = 0;
+	t->sockets_opened = 0;
+	t->errbuf[0] = '\0';
+	t->tls = tls;
+	t->hops++;
+	curl_easy_setopt(t->easy, CURLOPT_URL, next);
+	curl_easy_setopt(t->easy, CURLOPT_HTTPHEADER, t->cross_origin ? bare_headers : t->headers);
+	curl_easy_setopt(t->easy, CURLOPT_TIMEOUT_MS, left_ms);
+	free(next);
+	if (curl_multi_add_handle(multi, t->easy) != CURLM_OK)
+	{
+		t->result = CURLE_FAILED_INIT;
+		snprintf(t->errbuf, sizeof(t->errbuf), "could not add a transfer to libcurl");
+		return false;
+	}
+	return true;
+}
+
 /* Finished transfers, one per call, or NULL. */
 Transfer *
 wi_http_finished(void)
@@ -252,30 +538,19 @@ wi_http_finished(void)
 	while ((msg = curl_multi_info_read(multi, &left)) != NULL)
 	{
 		Transfer   *t;
+		double		seconds = 0;
 
 		if (msg->msg != CURLMSG_DONE)
 			continue;
 		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **) &t);
 		t->result = msg->data.result;
 		curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &t->status);
-		curl_easy_getinfo(t->easy, CURLINFO_TOTAL_TIME, &t->seconds);
-#if LIBCURL_VERSION_NUM >= 0x075300
-		{
-			struct curl_header *h;
-
-			if (curl_easy_header(t->easy, "Retry-After", 0, CURLH_HEADER, -1, &h) == CURLHE_OK)
-			{
-				char	   *end;
-				long		secs;
-
-				errno = 0;
-				secs = strtol(h->value, &end, 10);
-
-				if (end != h->value && secs >= 0 && errno != ERANGE)
-					t->retry_after_s = Min(secs, 24L * 3600L);
-			}
-		}
-#endif
+		curl_easy_getinfo(t->easy, CURLINFO_TOTAL_TIME, &seconds);
+		t->seconds += seconds;
+		settle_refusal(t);
+		if (t->result == CURLE_OK && is_redirect(t->status) && next_hop(t))
+			continue;			/* on its way to the next hop */
+		read_retry_after(t);
 		curl_multi_remove_handle(multi, t->easy);
 		in_flight--;
 		return t;
@@ -295,4 +570,6 @@ wi_http_release(Transfer *t)
 	t->headers = NULL;
 	free(t->body);
 	t->body = NULL;
+	free(t->origin);
+	t->origin = NULL;
 }
