@@ -84,6 +84,7 @@ SELECT webhook_ingest.add_source('net_probe', 'http://127.0.0.4:18084/probe/{ext
                                  timeout_ms => 2000);
 SELECT webhook_ingest.add_source('net_stats', 'http://127.0.0.1:18080/stats/{external_id}');
 SELECT webhook_ingest.add_source('net_denied', 'http://127.0.0.3:18083/posts/{external_id}', max_attempts => 3);
+SELECT webhook_ingest.add_source('net_mapped', 'http://[::ffff:127.0.0.3]:18083/posts/{external_id}', max_attempts => 3);
 SELECT webhook_ingest.add_source('net_localhost', 'http://localhost:18080/posts/{external_id}', max_attempts => 3);
 SELECT webhook_ingest.add_source('net_same', 'http://127.0.0.1:18080/sameredirect/{external_id}',
                                  headers => '{"X-Api-Key": "k-same", "Authorization": "Bearer same"}');
@@ -153,17 +154,20 @@ SELECT source, state, attempts,
             ELSE finished_at - created_at >= interval '1 s' END AS as_expected
   FROM webhook_ingest.jobs WHERE source IN ('net_retry_after', 'net_retry_date') ORDER BY source;
 
--- denied_networks holds 127.0.0.3: refused at once, for the template's host and
--- for a redirect hop to it; cross_origin_redirects = follow_without_headers
--- follows a redirect to another origin without the source's headers
-ALTER SYSTEM SET webhook_ingest.denied_networks = '127.0.0.3/32, 127.0.0.4/32';
+-- denied_networks holds 127.0.0.3: refused at once, for the template's host,
+-- for the same address written as IPv4-mapped IPv6, and for a redirect hop to
+-- it; cross_origin_redirects = follow_without_headers follows a redirect to
+-- another origin without the source's headers.  (An IPv4-mapped entry in the
+-- list is the IPv4 network: the probe's refusal names 127.0.0.4/32.)
+ALTER SYSTEM SET webhook_ingest.denied_networks = '127.0.0.3/32, ::ffff:127.0.0.4/128';
 ALTER SYSTEM SET webhook_ingest.cross_origin_redirects = 'follow_without_headers';
 CALL net_apply('%connection to 127.0.0.4 refused by webhook_ingest.denied_networks (127.0.0.4/32)');
 SELECT outcome FROM webhook_ingest.enqueue('net_denied', 'd1');
+SELECT outcome FROM webhook_ingest.enqueue('net_mapped', 'm1');
 SELECT outcome FROM webhook_ingest.enqueue('net_hop_denied', 'h1');
 SELECT outcome FROM webhook_ingest.enqueue('net_cross', 'c2');
-SELECT net_settled('{net_denied,net_hop_denied,net_cross}');
-SELECT * FROM net_jobs('{net_denied,net_hop_denied,net_cross}');
+SELECT net_settled('{net_denied,net_mapped,net_hop_denied,net_cross}');
+SELECT * FROM net_jobs('{net_denied,net_mapped,net_hop_denied,net_cross}');
 SELECT details->>'listener' AS listener, details->'headers'->>'x-api-key' AS x_api_key,
        details->'headers'->>'authorization' AS authorization, details->'headers'->>'accept' AS accept
   FROM webhook_ingest.documents WHERE source = 'net_cross';
