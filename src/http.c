@@ -26,6 +26,7 @@
 
 #include "webhook_ingest.h"
 #include "http.h"
+#include "redirect.h"
 
 static CURLM *multi = NULL;
 static int	epoll_fd = -1;
@@ -36,13 +37,8 @@ static int	in_flight = 0;
 /* What a hop to another origin sends instead of the source's headers. */
 static struct curl_slist *bare_headers = NULL;
 
-static char *origin_of(const char *url, bool *tls);
-
 /* Longest Retry-After honoured, in seconds. */
 #define WI_MAX_RETRY_AFTER_S	(24L * 3600L)
-
-/* Bytes of a redirect target quoted in a refusal. */
-#define WI_QUOTE_BYTES			100
 
 /* CURLMOPT_SOCKETFUNCTION: keep the epoll set in step with curl's sockets. */
 static int
@@ -233,7 +229,7 @@ wi_http_start(Transfer *t, long connect_timeout_ms, const char **error)
 	t->cross_origin = false;
 	t->sockets_opened = 0;
 	t->refused[0] = '\0';
-	t->origin = origin_of(t->url, &t->tls);
+	t->origin = wi_origin_of(t->url, &t->tls);
 
 	curl_easy_setopt(easy, CURLOPT_URL, t->url);
 	curl_easy_setopt(easy, CURLOPT_PRIVATE, t);
@@ -379,96 +375,20 @@ is_redirect(long status)
 	return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
 }
 
-/* Up to WI_QUOTE_BYTES of s, printable ASCII only, for a refusal message. */
-static void
-quote(char *dst, size_t dstlen, const char *s)
-{
-	size_t		n = 0;
-	size_t		limit = Min(dstlen - 4, (size_t) WI_QUOTE_BYTES);
-
-	for (; s[n] && n < limit; n++)
-		dst[n] = (s[n] > 0x20 && s[n] < 0x7f) ? s[n] : '?';
-	dst[n] = '\0';
-	if (s[n])
-		strcat(dst, "...");
-}
-
 /*
- * The origin of an absolute http(s) URL, "scheme://host:port" (lowercase,
- * the scheme's port when none is given), malloc'd; NULL if it has none.
- * *tls says whether the scheme is https.
- */
-static char *
-origin_of(const char *url, bool *tls)
-{
-	CURLU	   *u = curl_url();
-	char	   *scheme = NULL;
-	char	   *host = NULL;
-	char	   *port = NULL;
-	char	   *origin = NULL;
-
-	*tls = false;
-	if (u != NULL &&
-		curl_url_set(u, CURLUPART_URL, url, CURLU_NON_SUPPORT_SCHEME) == CURLUE_OK &&
-		curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
-		curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
-		curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK)
-	{
-		size_t		len = strlen(scheme) + strlen(host) + strlen(port) + 5;
-
-		origin = malloc(len);
-		if (origin != NULL)
-		{
-			snprintf(origin, len, "%s://%s:%s", scheme, host, port);
-			for (char *c = origin; *c; c++)
-				*c = (char) tolower((unsigned char) *c);
-			*tls = (strncmp(origin, "https:", 6) == 0);
-		}
-	}
-	curl_free(scheme);
-	curl_free(host);
-	curl_free(port);
-	curl_url_cleanup(u);
-	return origin;
-}
-
-/*
- * May the fetch follow its redirect to location?  If not, says why in
- * t->refused.  Also decides whether the next hop gets the source's headers.
+ * May the fetch follow its redirect to location?  If not, t->refused says
+ * why.  Once the chain has left the origin, the source's headers never come
+ * back, even on a hop back to it.
  */
 static bool
 redirect_allowed(Transfer *t, const char *location, bool *tls)
 {
-	char		quoted[WI_QUOTE_BYTES + 4];
-	char	   *origin = origin_of(location, tls);
-	bool		same;
+	WiRedirect	r = wi_judge_redirect(t->origin, t->tls, location, wi_cross_origin_redirects, tls,
+									  t->refused, sizeof(t->refused));
 
-	if (origin == NULL || (strncmp(origin, "http:", 5) != 0 && strncmp(origin, "https:", 6) != 0))
-	{
-		quote(quoted, sizeof(quoted), location);
-		snprintf(t->refused, sizeof(t->refused), "redirect to %s refused: only http and https are followed", quoted);
-		free(origin);
+	if (r == WI_REDIRECT_REFUSED)
 		return false;
-	}
-	if (t->tls && !*tls)
-	{
-		quote(quoted, sizeof(quoted), location);
-		snprintf(t->refused, sizeof(t->refused), "redirect from https to http refused: %s", quoted);
-		free(origin);
-		return false;
-	}
-	same = (t->origin != NULL && strcmp(origin, t->origin) == 0);
-	if (!same && wi_cross_origin_redirects == WI_CROSS_ORIGIN_REFUSE)
-	{
-		quote(quoted, sizeof(quoted), origin);
-		snprintf(t->refused, sizeof(t->refused),
-				 "redirect to another origin (%s) refused by webhook_ingest.cross_origin_redirects", quoted);
-		free(origin);
-		return false;
-	}
-	/* Once the chain has left the origin, the headers never come back. */
-	t->cross_origin |= !same;
-	free(origin);
+	t->cross_origin |= (r == WI_REDIRECT_OTHER_ORIGIN);
 	return true;
 }
 
