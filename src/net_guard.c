@@ -19,6 +19,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include "miscadmin.h"
 #include "utils/guc.h"
 
 #include "webhook_ingest.h"
@@ -45,6 +46,15 @@ typedef struct WiNetworkList
 static char *denied_networks_string = NULL;
 static char *allowed_networks_string = NULL;
 int			wi_cross_origin_redirects = WI_CROSS_ORIGIN_REFUSE;
+
+/*
+ * A list in postgresql.conf was invalid when the library was loaded: the
+ * server would start with the default, so it does not start (as for a bad
+ * value of a built-in setting).  On a reload a bad value is refused and the
+ * previous one stays.
+ */
+static const char *invalid_name = NULL;
+static char *invalid_value = NULL;
 
 /* The parsed lists; NULL or empty: none. */
 static const WiNetworkList *denied = NULL;
@@ -214,11 +224,37 @@ bad:
 	return false;
 }
 
-/* GUC check hook of both lists: comma-separated networks, or nothing. */
+static bool parse_networks(const char *p, void **extra);
+
+/* The GUC check hooks: comma-separated networks, or nothing. */
 static bool
-check_networks(char **newval, void **extra, GucSource source)
+check_networks(const char *name, char **newval, void **extra, GucSource source)
 {
-	const char *p = *newval ? *newval : "";
+	if (parse_networks(*newval ? *newval : "", extra))
+		return true;
+	if (source == PGC_S_FILE && process_shared_preload_libraries_in_progress && invalid_name == NULL)
+	{
+		invalid_name = name;
+		invalid_value = strdup(*newval ? *newval : "");
+	}
+	return false;
+}
+
+static bool
+check_denied(char **newval, void **extra, GucSource source)
+{
+	return check_networks("webhook_ingest.denied_networks", newval, extra, source);
+}
+
+static bool
+check_allowed(char **newval, void **extra, GucSource source)
+{
+	return check_networks("webhook_ingest.allowed_networks", newval, extra, source);
+}
+
+static bool
+parse_networks(const char *p, void **extra)
+{
 	int			max = 1;
 	WiNetworkList *list;
 
@@ -287,7 +323,7 @@ wi_net_guard_define_gucs(void)
 							   &denied_networks_string,
 							   WI_DEFAULT_DENIED_NETWORKS,
 							   PGC_SIGHUP, 0,
-							   check_networks, assign_denied, NULL);
+							   check_denied, assign_denied, NULL);
 	DefineCustomStringVariable("webhook_ingest.allowed_networks",
 							   "Networks the worker may connect to (comma-separated CIDRs); empty: any not denied.",
 							   "Default: empty. When set, a connection outside these networks is refused; "
@@ -295,7 +331,7 @@ wi_net_guard_define_gucs(void)
 							   &allowed_networks_string,
 							   "",
 							   PGC_SIGHUP, 0,
-							   check_networks, assign_allowed, NULL);
+							   check_allowed, assign_allowed, NULL);
 	DefineCustomEnumVariable("webhook_ingest.cross_origin_redirects",
 							 "What the worker does with a redirect to another origin (scheme, host, port).",
 							 "Default: refuse (the job ends dead). follow_without_headers: follow it without the "
@@ -305,4 +341,11 @@ wi_net_guard_define_gucs(void)
 							 cross_origin_options,
 							 PGC_SIGHUP, 0,
 							 NULL, NULL, NULL);
+	if (invalid_name != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid value for parameter \"%s\": \"%s\"", invalid_name,
+						invalid_value ? wi_clip(invalid_value, (int) strlen(invalid_value)) : ""),
+				 errdetail("A bad network list would leave the server with the default; it does not start."),
+				 errhint("Correct it in postgresql.conf (or postgresql.auto.conf); the warning above says what is wrong.")));
 }
