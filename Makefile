@@ -45,7 +45,12 @@ PROVE_FLAGS = -v
 $(OBJS): $(wildcard src/*.h)
 
 # One suite at a time, so test/run can count and report each.
-.PHONY: regress-suite isolation-suite tap-suite worker-suite test demo bench-enqueue
+.PHONY: unit-suite regress-suite isolation-suite tap-suite worker-suite test demo bench-enqueue
+# Pure functions on their own (test/unit), built against the server's headers.
+unit-suite:
+	$(CC) $(CFLAGS) $(CPPFLAGS) -o test/unit/redirect_test test/unit/redirect_test.c src/redirect.c \
+		$(SHLIB_LINK) -L$(pkglibdir) -lpgcommon -lpgport
+	test/unit/redirect_test
 regress-suite:
 	$(pg_regress_installcheck) $(REGRESS_OPTS) $(REGRESS)
 isolation-suite:

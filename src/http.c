@@ -6,23 +6,39 @@
  *		worker waits on beside its latch and postmaster death, so signals are
  *		served while transfers are in flight.
  *
+ *		Every connection curl opens, and every one it reuses, goes through
+ *		the network guard (net_guard.c) with the address it is for, after DNS.
+ *		Redirects are followed here, not by libcurl, so that the source's
+ *		headers go only to the template's origin: on a 3xx the same easy
+ *		handle is sent to the next hop, and wi_http_finished() returns only
+ *		transfers that are really finished.
+ *
  *		Callbacks here run inside libcurl: they never ereport() or palloc();
  *		they record what happened and return a code.
  */
 #include "postgres.h"
 
+#include <ctype.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "webhook_ingest.h"
 #include "http.h"
+#include "redirect.h"
 
 static CURLM *multi = NULL;
 static int	epoll_fd = -1;
 static struct timespec timer_deadline;	/* CLOCK_MONOTONIC; valid when timer_armed */
 static bool timer_armed = false;
 static int	in_flight = 0;
+
+/* What a hop to another origin sends instead of the source's headers. */
+static struct curl_slist *bare_headers = NULL;
+
+/* Longest Retry-After honoured, in seconds. */
+#define WI_MAX_RETRY_AFTER_S	(24L * 3600L)
 
 /* CURLMOPT_SOCKETFUNCTION: keep the epoll set in step with curl's sockets. */
 static int
@@ -97,6 +113,42 @@ write_cb(char *data, size_t size, size_t nmemb, void *userp)
 	return n;
 }
 
+/*
+ * CURLOPT_OPENSOCKETFUNCTION: a new connection to this address, which DNS
+ * gave; refused ones are recorded, and curl tries the next address if any.
+ */
+static curl_socket_t
+open_socket_cb(void *clientp, curlsocktype purpose, struct curl_sockaddr *address)
+{
+	Transfer   *t = (Transfer *) clientp;
+	char		why[WI_REFUSAL_SIZE];
+
+	if (!wi_net_allowed_sockaddr(&address->addr, why, sizeof(why)))
+	{
+		if (t->refused[0] == '\0')
+			strlcpy(t->refused, why, sizeof(t->refused));
+		return CURL_SOCKET_BAD;
+	}
+	t->sockets_opened++;
+	return socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+}
+
+#if LIBCURL_VERSION_NUM >= 0x075000
+/*
+ * CURLOPT_PREREQFUNCTION: before each request, on a new or a reused
+ * connection; a connection made before a reload is checked again.
+ */
+static int
+prereq_cb(void *clientp, char *conn_primary_ip, char *conn_local_ip, int conn_primary_port, int conn_local_port)
+{
+	Transfer   *t = (Transfer *) clientp;
+
+	if (!wi_net_allowed_text(conn_primary_ip, t->refused, sizeof(t->refused)))
+		return CURL_PREREQFUNC_ABORT;
+	return CURL_PREREQFUNC_OK;
+}
+#endif
+
 void
 wi_http_set_host_limit(int max_host_connections)
 {
@@ -118,6 +170,9 @@ wi_http_init(int max_host_connections)
 	curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, timer_cb);
 	curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long) max_host_connections);
 	curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, (long) max_host_connections);
+	bare_headers = curl_slist_append(NULL, "Accept: application/json");
+	if (bare_headers == NULL)
+		elog(ERROR, "out of memory");
 }
 
 int
@@ -169,6 +224,12 @@ wi_http_start(Transfer *t, long connect_timeout_ms, const char **error)
 	t->retry_after_s = -1;
 	t->errbuf[0] = '\0';
 	t->result = CURLE_OK;
+	t->seconds = 0;
+	t->hops = 0;
+	t->cross_origin = false;
+	t->sockets_opened = 0;
+	t->refused[0] = '\0';
+	t->origin = wi_origin_of(t->url, &t->tls);
 
 	curl_easy_setopt(easy, CURLOPT_URL, t->url);
 	curl_easy_setopt(easy, CURLOPT_PRIVATE, t);
@@ -180,8 +241,16 @@ wi_http_start(Transfer *t, long connect_timeout_ms, const char **error)
 	curl_easy_setopt(easy, CURLOPT_PROTOCOLS, (long) (CURLPROTO_HTTP | CURLPROTO_HTTPS));
 	curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS, (long) (CURLPROTO_HTTP | CURLPROTO_HTTPS));
 #endif
-	curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 1L);
-	curl_easy_setopt(easy, CURLOPT_MAXREDIRS, 5L);
+	/* Redirects: followed by next_hop(), not by libcurl. */
+	curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
+	/* No proxy from the environment (http_proxy, ...): the guard would not see where fetches go. */
+	curl_easy_setopt(easy, CURLOPT_PROXY, "");
+	curl_easy_setopt(easy, CURLOPT_OPENSOCKETFUNCTION, open_socket_cb);
+	curl_easy_setopt(easy, CURLOPT_OPENSOCKETDATA, t);
+#if LIBCURL_VERSION_NUM >= 0x075000
+	curl_easy_setopt(easy, CURLOPT_PREREQFUNCTION, prereq_cb);
+	curl_easy_setopt(easy, CURLOPT_PREREQDATA, t);
+#endif
 	curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, connect_timeout_ms);
 	curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, t->timeout_ms);
 	curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 1L);
@@ -200,6 +269,8 @@ wi_http_start(Transfer *t, long connect_timeout_ms, const char **error)
 	{
 		curl_easy_cleanup(easy);
 		t->easy = NULL;
+		free(t->origin);
+		t->origin = NULL;
 		*error = "could not add a transfer to libcurl";
 		return false;
 	}
@@ -242,6 +313,141 @@ wi_http_on_timer(void)
 	curl_multi_socket_action(multi, CURL_SOCKET_TIMEOUT, 0, &running_handles);
 }
 
+/*
+ * Retry-After, strictly: delay-seconds (digits only) or an HTTP-date (which
+ * starts with the day's name); anything else is ignored (-1).  Capped at a
+ * day; a date in the past is 0.
+ */
+static long
+retry_after_seconds(const char *value)
+{
+	size_t		len = strlen(value);
+
+	if (len > 0 && strspn(value, "0123456789") == len)
+	{
+		long		secs = 0;
+
+		for (size_t i = 0; i < len && secs < WI_MAX_RETRY_AFTER_S; i++)
+			secs = secs * 10 + (value[i] - '0');
+		return Min(secs, WI_MAX_RETRY_AFTER_S);
+	}
+	if (isalpha((unsigned char) value[0]))
+	{
+		time_t		when = curl_getdate(value, NULL);
+
+		if (when != -1)
+		{
+			double		secs = difftime(when, time(NULL));
+
+			return (long) Max(0, Min(secs, (double) WI_MAX_RETRY_AFTER_S));
+		}
+	}
+	return -1;
+}
+
+static void
+read_retry_after(Transfer *t)
+{
+#if LIBCURL_VERSION_NUM >= 0x075300
+	struct curl_header *h;
+
+	if (curl_easy_header(t->easy, "Retry-After", 0, CURLH_HEADER, -1, &h) == CURLHE_OK)
+		t->retry_after_s = retry_after_seconds(h->value);
+#endif
+}
+
+/*
+ * A guard refusal decides the outcome only when no connection was made: one
+ * address refused and another that worked (or failed on its own) is not a
+ * refusal of the fetch.  A refusal of a reused connection always is.
+ */
+static void
+settle_refusal(Transfer *t)
+{
+	if (t->refused[0] != '\0' && t->result != CURLE_ABORTED_BY_CALLBACK &&
+		(t->result == CURLE_OK || t->sockets_opened > 0))
+		t->refused[0] = '\0';
+}
+
+static bool
+is_redirect(long status)
+{
+	return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
+}
+
+/*
+ * May the fetch follow its redirect to location?  If not, t->refused says
+ * why.  Once the chain has left the origin, the source's headers never come
+ * back, even on a hop back to it.
+ */
+static bool
+redirect_allowed(Transfer *t, const char *location, bool *tls)
+{
+	WiRedirect	r = wi_judge_redirect(t->origin, t->tls, location, wi_cross_origin_redirects, tls,
+									  t->refused, sizeof(t->refused));
+
+	if (r == WI_REDIRECT_REFUSED)
+		return false;
+	t->cross_origin |= (r == WI_REDIRECT_OTHER_ORIGIN);
+	return true;
+}
+
+/*
+ * After a redirect response: send the same handle to the next hop and return
+ * true, or return false when the transfer is finished (no Location, or the
+ * redirect refused: t->refused or t->result say why).
+ */
+static bool
+next_hop(Transfer *t)
+{
+	char	   *location = NULL;
+	char	   *next;
+	long		left_ms;
+	bool		tls;
+
+	if (curl_easy_getinfo(t->easy, CURLINFO_REDIRECT_URL, &location) != CURLE_OK || location == NULL)
+		return false;
+	if (t->hops >= WI_MAX_REDIRECTS)
+	{
+		t->result = CURLE_TOO_MANY_REDIRECTS;
+		snprintf(t->errbuf, sizeof(t->errbuf), "Maximum (%d) redirects followed", WI_MAX_REDIRECTS);
+		return false;
+	}
+	if (!redirect_allowed(t, location, &tls))
+		return false;
+	left_ms = t->timeout_ms - (long) ((GetCurrentTimestamp() - t->started) / 1000);
+	if (left_ms <= 0)
+	{
+		t->result = CURLE_OPERATION_TIMEDOUT;
+		snprintf(t->errbuf, sizeof(t->errbuf), "Timeout was reached after %d redirects", t->hops);
+		return false;
+	}
+	next = strdup(location);
+	if (next == NULL)
+		return false;
+
+	curl_multi_remove_handle(multi, t->easy);
+	free(t->body);
+	t->body = NULL;
+	t->body_len = 0;
+	t->status = 0;
+	t->sockets_opened = 0;
+	t->errbuf[0] = '\0';
+	t->tls = tls;
+	t->hops++;
+	curl_easy_setopt(t->easy, CURLOPT_URL, next);
+	curl_easy_setopt(t->easy, CURLOPT_HTTPHEADER, t->cross_origin ? bare_headers : t->headers);
+	curl_easy_setopt(t->easy, CURLOPT_TIMEOUT_MS, left_ms);
+	free(next);
+	if (curl_multi_add_handle(multi, t->easy) != CURLM_OK)
+	{
+		t->result = CURLE_FAILED_INIT;
+		snprintf(t->errbuf, sizeof(t->errbuf), "could not add a transfer to libcurl");
+		return false;
+	}
+	return true;
+}
+
 /* Finished transfers, one per call, or NULL. */
 Transfer *
 wi_http_finished(void)
@@ -252,30 +458,19 @@ wi_http_finished(void)
 	while ((msg = curl_multi_info_read(multi, &left)) != NULL)
 	{
 		Transfer   *t;
+		double		seconds = 0;
 
 		if (msg->msg != CURLMSG_DONE)
 			continue;
 		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **) &t);
 		t->result = msg->data.result;
 		curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &t->status);
-		curl_easy_getinfo(t->easy, CURLINFO_TOTAL_TIME, &t->seconds);
-#if LIBCURL_VERSION_NUM >= 0x075300
-		{
-			struct curl_header *h;
-
-			if (curl_easy_header(t->easy, "Retry-After", 0, CURLH_HEADER, -1, &h) == CURLHE_OK)
-			{
-				char	   *end;
-				long		secs;
-
-				errno = 0;
-				secs = strtol(h->value, &end, 10);
-
-				if (end != h->value && secs >= 0 && errno != ERANGE)
-					t->retry_after_s = Min(secs, 24L * 3600L);
-			}
-		}
-#endif
+		curl_easy_getinfo(t->easy, CURLINFO_TOTAL_TIME, &seconds);
+		t->seconds += seconds;
+		settle_refusal(t);
+		if (t->result == CURLE_OK && is_redirect(t->status) && next_hop(t))
+			continue;			/* on its way to the next hop */
+		read_retry_after(t);
 		curl_multi_remove_handle(multi, t->easy);
 		in_flight--;
 		return t;
@@ -295,4 +490,6 @@ wi_http_release(Transfer *t)
 	t->headers = NULL;
 	free(t->body);
 	t->body = NULL;
+	free(t->origin);
+	t->origin = NULL;
 }

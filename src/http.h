@@ -11,6 +11,11 @@
 
 #include "utils/timestamp.h"
 
+#include "net_guard.h"
+
+/* Redirects followed at most, per fetch. */
+#define WI_MAX_REDIRECTS	5
+
 typedef struct Transfer
 {
 	/* the job, copied at claim time */
@@ -41,6 +46,15 @@ typedef struct Transfer
 	double		seconds;
 	char		errbuf[CURL_ERROR_SIZE];
 	TimestampTz started;
+
+	/* redirects, which http.c follows itself, and the network guard */
+	char	   *origin;			/* malloc'd scheme://host:port of url, or NULL */
+	bool		tls;			/* the current hop is https */
+	bool		cross_origin;	/* the chain left the origin: no source headers */
+	int			hops;			/* redirects followed */
+	int			sockets_opened; /* connections the guard let through, this hop */
+	char		refused[WI_REFUSAL_SIZE];	/* why the guard or the redirect
+											 * policy refused; "" if not */
 	struct Transfer *next;		/* finished list */
 } Transfer;
 

@@ -98,7 +98,7 @@ webhook_ingest_url_for(PG_FUNCTION_ARGS)
 	if (url_template == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("source \"%s\" does not exist", text_to_cstring(source))));
+				 errmsg("source \"%s\" does not exist", wi_clip(VARDATA_ANY(source), VARSIZE_ANY_EXHDR(source)))));
 
 	url = wi_render_url(url_template, VARDATA_ANY(id), VARSIZE_ANY_EXHDR(id));
 	pfree(url_template);

@@ -2,7 +2,8 @@
  * validate.c
  *		Input checks: object and event ids (enqueue, url_for) and source
  *		definitions (add_source, alter_source).  Each failure is an ERROR with
- *		its own SQLSTATE and changes nothing.
+ *		its own SQLSTATE and changes nothing.  A message quotes at most
+ *		WI_ECHO_BYTES of an input (wi_clip).
  */
 #include "postgres.h"
 
@@ -23,6 +24,25 @@ PG_FUNCTION_INFO_V1(webhook_ingest_check_source);
 #define WI_MAX_SOURCE_NAME		63
 #define WI_MAX_TIMEOUT_MS		3600000
 #define WI_MAX_ATTEMPTS			1000
+#define WI_PLACEHOLDER			"{external_id}"
+
+/*
+ * An input for an error message: at most WI_ECHO_BYTES bytes of it (whole
+ * characters), then "..." if it was longer.  palloc'd.
+ */
+char *
+wi_clip(const char *s, int len)
+{
+	int			cut = pg_mbcliplen(s, len, WI_ECHO_BYTES);
+
+	return psprintf("%.*s%s", cut, s, cut < len ? "..." : "");
+}
+
+static char *
+clip_cstring(const char *s)
+{
+	return wi_clip(s, (int) strlen(s));
+}
 
 void
 wi_check_not_null(bool isnull, const char *what)
@@ -75,14 +95,16 @@ check_source_name(const char *name)
 		strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") != len)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_NAME),
-				 errmsg("invalid source name \"%s\"", name),
+				 errmsg("invalid source name \"%s\"", clip_cstring(name)),
 				 errdetail("A source name is 1 to %d characters from A-Z, a-z, 0-9, \"_\", \".\" and \"-\".",
 						   WI_MAX_SOURCE_NAME)));
 }
 
 /*
  * http:// or https://, a host, then somewhere after the host the placeholder
- * {external_id}; no white space or control characters anywhere.
+ * {external_id}, and none in the fragment (after '#': never sent, so every
+ * object would be fetched from one URL); no white space or control
+ * characters anywhere.
  */
 static void
 check_url_template(const char *url)
@@ -90,6 +112,7 @@ check_url_template(const char *url)
 	const char *authority;
 	size_t		authority_len;
 	const char *placeholder;
+	const char *fragment;
 
 	if (pg_strncasecmp(url, "http://", 7) == 0)
 		authority = url + 7;
@@ -99,7 +122,7 @@ check_url_template(const char *url)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("url_template must be an http or https URL"),
-				 errdetail("url_template is \"%s\".", url)));
+				 errdetail("url_template is \"%s\".", clip_cstring(url))));
 
 	for (const char *p = url; *p; p++)
 		if ((unsigned char) *p <= 0x20 || *p == 0x7f)
@@ -112,18 +135,24 @@ check_url_template(const char *url)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("url_template has no host"),
-				 errdetail("url_template is \"%s\".", url)));
+				 errdetail("url_template is \"%s\".", clip_cstring(url))));
 
-	placeholder = strstr(url, "{external_id}");
+	placeholder = strstr(url, WI_PLACEHOLDER);
 	if (placeholder == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("url_template must contain the placeholder {external_id}"),
-				 errdetail("url_template is \"%s\".", url)));
+				 errdetail("url_template is \"%s\".", clip_cstring(url))));
 	if (placeholder < authority + authority_len)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("the placeholder {external_id} must come after the host in url_template")));
+	fragment = strchr(authority + authority_len, '#');
+	if (fragment != NULL && strstr(fragment, WI_PLACEHOLDER) != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the placeholder {external_id} must not be in the fragment of url_template"),
+				 errdetail("The fragment (after \"#\") is not sent to the server; put the placeholder in the path or the query string.")));
 }
 
 /*
@@ -198,7 +227,7 @@ check_headers(Jsonb *headers)
 			if (!is_token(v.val.string.val, v.val.string.len))
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("invalid header name \"%.*s\"", v.val.string.len, v.val.string.val)));
+						 errmsg("invalid header name \"%s\"", wi_clip(v.val.string.val, v.val.string.len))));
 		}
 		else if (tok == WJB_VALUE)
 		{

@@ -3,6 +3,10 @@
  *		What a finished transfer means for its job: run the handler, run it
  *		with the object gone, retry later, or give up.  Fills in the reason
  *		for a failure.  Pure classification: no SQL, no HTTP.
+ *
+ *		What the network guard or the redirect policy refused (http.c records
+ *		it in t->refused) ends the job at once: asking again gets the same
+ *		answer until an operator changes the setting the message names.
  */
 #include "postgres.h"
 
@@ -12,6 +16,11 @@
 WiVerdict
 wi_judge(Transfer *t, StringInfo why)
 {
+	if (t->refused[0] != '\0')
+	{
+		appendStringInfoString(why, t->refused);
+		return WI_V_DEAD;
+	}
 	if (t->too_big || t->result == CURLE_FILESIZE_EXCEEDED)
 	{
 		appendStringInfo(why, "response body over webhook_ingest.max_response_size (%zu bytes)",

@@ -69,8 +69,12 @@ extern void wi_stats_failed(const char *source, TimestampTz now, int64 job_id, c
 /* worker.c */
 extern void wi_register_worker(void);
 
+/* Most bytes of an input an error message quotes (wi_clip). */
+#define WI_ECHO_BYTES			100
+
 /* validate.c */
 extern void wi_check_not_null(bool isnull, const char *what);
+extern char *wi_clip(const char *s, int len);
 extern void wi_check_id(const char *what, const char *value, int len);
 
 /* spi_plans.c */

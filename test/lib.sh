@@ -81,21 +81,27 @@ wi_cluster_stop() {
 	[ -f "$1/data/postmaster.pid" ] && wi_as_user pg_ctl -D "$1/data" -m fast -w stop >/dev/null 2>&1 || true
 }
 
-# wi_upstream_start PORT [DELAY_MS] LOG: test/upstream.py on 127.0.0.1:PORT;
-# sets WI_UPSTREAM_PID; fails if it does not answer.  Ports below 32768 stay
-# clear of the ephemeral range, where a loopback client may hold the port.
+# wi_upstream_start PORT [DELAY_MS] LOG [HOST:PORT...]: test/upstream.py on
+# 127.0.0.1:PORT and on each extra loopback HOST:PORT; sets WI_UPSTREAM_PID;
+# fails if any of them does not answer.  Ports below 32768 stay clear of the
+# ephemeral range, where a loopback client may hold the port.
 wi_upstream_start() {
-	local port=$1 delay=${2:-0} log=$3
-	python3 "$WI_TOP/test/upstream.py" "$port" "$delay" >"$log" 2>&1 &
+	local port=$1 delay=${2:-0} log=$3 hp pending
+	shift 3
+	python3 "$WI_TOP/test/upstream.py" "$port" "$delay" "$@" >"$log" 2>&1 &
 	WI_UPSTREAM_PID=$!
+	pending="127.0.0.1:$port $*"
 	for _ in $(seq 1 100); do
-		if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+		for hp in $pending; do
+			(exec 3<>"/dev/tcp/${hp%:*}/${hp##*:}") 2>/dev/null && pending=${pending/$hp/}
+		done
+		if [ -z "${pending// /}" ]; then
 			kill -0 "$WI_UPSTREAM_PID" 2>/dev/null && return 0
 		fi
 		kill -0 "$WI_UPSTREAM_PID" 2>/dev/null || break
 		sleep 0.1
 	done
-	wi_log "the upstream stand-in did not start on 127.0.0.1:$port:"
+	wi_log "the upstream stand-in did not start on${pending}:"
 	cat "$log" >&2
 	return 1
 }

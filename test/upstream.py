@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """test/upstream.py: the stand-in for a sender's API, for tests, the demo and
-the benchmarks.  Listens on 127.0.0.1 only; asyncio, so it holds thousands of
-connections.  Standard library only.
+the benchmarks.  Listens on 127.0.0.1:PORT, and on every extra HOST:PORT
+given (loopback only: 127.0.0.0/8, ::1); asyncio, so it holds thousands of
+connections.  Standard library only.  Counts are shared by all listeners.
 
   /posts/<id>      200, a post with tags and categories (the seeds' example)
   /gone/<id>       404
@@ -13,15 +14,26 @@ connections.  Standard library only.
   /big/<id>        200 with a 256 kB JSON body
   /badrequest/<id> 400
   /redirect/<id>   302 to an ftp:// URL
-  /stats           counts of requests per route, as JSON
+  /retryafter/<id> 503 with Retry-After: 5abc (not a valid value) once per id, then 200
+  /retrydate/<id>  503 with Retry-After: an HTTP-date 2 s ahead once per id, then 200
+  /echo/<id>       200: the listener and the request headers it received (names lowercased)
+  /sameredirect/<id>   302 to /echo/<id> on the same origin
+  /crossredirect/<id>  302 to http://127.0.0.1:18081/echo/<id> (another origin)
+  /deniedredirect/<id> 302 to http://127.0.0.3:18083/echo/<id>
+  /redirectloop/<id>   302 to itself
+  /stats           counts of requests per route, and per listener ("listener HOST:PORT"), as JSON
 
 Any route takes ?delay_ms=N to answer after N ms.
-Usage: upstream.py PORT [DEFAULT_DELAY_MS]
+Usage: upstream.py PORT [DEFAULT_DELAY_MS [HOST:PORT ...]]
 """
 import asyncio
+import functools
+import ipaddress
 import json
 import sys
+import time
 from collections import Counter
+from email.utils import formatdate
 from urllib.parse import urlsplit, parse_qs, unquote
 
 counts = Counter()
@@ -38,7 +50,11 @@ def respond(status, body, extra=()):
     return ("\r\n".join(head) + "\r\n\r\n").encode() + data
 
 
-async def route(path, query):
+def redirect(location):
+    return respond(302, "", [f"Location: {location}"])
+
+
+async def route(path, query, headers, listener):
     parts = [p for p in path.split("/") if p]
     kind = parts[0] if parts else ""
     oid = unquote(parts[1]) if len(parts) > 1 else ""
@@ -78,23 +94,47 @@ async def route(path, query):
     if kind == "badrequest":
         return respond(400, '{"error": "bad request"}')
     if kind == "redirect":
-        return respond(302, "", ["Location: ftp://127.0.0.1/secret"])
+        return redirect("ftp://127.0.0.1/secret")
+    if kind == "retryafter":
+        seen[path] += 1
+        if seen[path] == 1:
+            return respond(503, '{"error": "later"}', ["Retry-After: 5abc"])
+        return respond(200, json.dumps({"id": oid}))
+    if kind == "retrydate":
+        seen[path] += 1
+        if seen[path] == 1:
+            return respond(503, '{"error": "later"}', [f"Retry-After: {formatdate(time.time() + 2, usegmt=True)}"])
+        return respond(200, json.dumps({"id": oid}))
+    if kind == "echo":
+        return respond(200, json.dumps({"id": oid, "listener": listener, "headers": headers}))
+    if kind == "sameredirect":
+        return redirect(f"/echo/{parts[1]}")
+    if kind == "crossredirect":
+        return redirect(f"http://127.0.0.1:18081/echo/{parts[1]}")
+    if kind == "deniedredirect":
+        return redirect(f"http://127.0.0.3:18083/echo/{parts[1]}")
+    if kind == "redirectloop":
+        return redirect(path)
     return respond(404, '{"error": "no such route"}')
 
 
-async def serve(reader, writer):
+async def serve(listener, reader, writer):
     try:
         while True:
             line = await reader.readline()
             if not line:
                 break
             method, target, _ = line.decode("latin-1").split(" ", 2)
+            headers = {}
             while True:
                 h = await reader.readline()
                 if h in (b"\r\n", b"\n", b""):
                     break
+                name, _, value = h.decode("latin-1").partition(":")
+                headers[name.strip().lower()] = value.strip()
+            counts[f"listener {listener}"] += 1
             url = urlsplit(target)
-            writer.write(await route(url.path, parse_qs(url.query)))
+            writer.write(await route(url.path, parse_qs(url.query), headers, listener))
             await writer.drain()
     except (ConnectionError, ValueError, asyncio.IncompleteReadError):
         pass
@@ -102,14 +142,24 @@ async def serve(reader, writer):
         writer.close()
 
 
-async def main(port):
-    server = await asyncio.start_server(serve, "127.0.0.1", port, backlog=4096, reuse_address=True)
-    print(f"upstream listening on 127.0.0.1:{port}", flush=True)
-    async with server:
-        await server.serve_forever()
+def loopback(host):
+    addr = ipaddress.ip_address(host)
+    if not addr.is_loopback:
+        sys.exit(f"upstream.py: {host} is not a loopback address")
+    return host
+
+
+async def main(listeners):
+    servers = []
+    for host, port in listeners:
+        servers.append(await asyncio.start_server(functools.partial(serve, f"{host}:{port}"), loopback(host), port,
+                                                  backlog=4096, reuse_address=True))
+        print(f"upstream listening on {host}:{port}", flush=True)
+    await asyncio.gather(*(s.serve_forever() for s in servers))
 
 
 if __name__ == "__main__":
     if len(sys.argv) > 2:
         default_delay_ms = int(sys.argv[2])
-    asyncio.run(main(int(sys.argv[1])))
+    extra = [a.rsplit(":", 1) for a in sys.argv[3:]]
+    asyncio.run(main([("127.0.0.1", int(sys.argv[1]))] + [(h.strip("[]"), int(p)) for h, p in extra]))
