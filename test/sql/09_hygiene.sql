@@ -31,9 +31,9 @@ ROLLBACK;
 SELECT outcome FROM webhook_ingest.enqueue('cap', 'big2', '{}', 'evt-big');
 SELECT * FROM counts();
 -- the size is the jsonb datum's (uncompressed, 4-byte header included): 1024 bytes pass, 1025 do not
-SELECT pg_column_size(jsonb_build_object('x', repeat('a', 1024 - 16))) AS at_cap;
-SELECT outcome FROM webhook_ingest.enqueue('cap', 'edge', jsonb_build_object('x', repeat('a', 1024 - 16)));
-SELECT * FROM webhook_ingest.enqueue('cap', 'edge', jsonb_build_object('x', repeat('a', 1024 - 15)));
+SELECT pg_column_size(jsonb_build_object('x', repeat('a', 1024 - 17))) AS at_cap;
+SELECT outcome FROM webhook_ingest.enqueue('cap', 'edge', jsonb_build_object('x', repeat('a', 1024 - 17)));
+SELECT * FROM webhook_ingest.enqueue('cap', 'edge', jsonb_build_object('x', repeat('a', 1024 - 16)));
 \echo :SQLSTATE
 RESET webhook_ingest.max_payload_size;
 -- the default of 1 MB takes what is below it
