@@ -8,7 +8,9 @@
  *		Used in READ COMMITTED on PostgreSQL 14 and later, and only while the
  *		tables hold exactly the columns this file knows; otherwise enqueue.c
  *		runs the same logic as SQL.  No user triggers, rules or constraints
- *		are expected on the extension's own tables.
+ *		are expected on the extension's own tables.  Row security (0.3.0
+ *		enables it on jobs, for app roles) does not apply to the user these
+ *		writes run as, the tables' owner; if it ever did, SQL would be used.
  */
 #include "postgres.h"
 
