@@ -15,9 +15,14 @@
  *		violation: the second waits for the first's transaction and then
  *		takes the other branch.  Nothing here locks more than the rows it
  *		writes, and a rollback of the caller undoes all of it.
+ *
+ *		Before either step, as the caller (enqueue is not SECURITY DEFINER,
+ *		see access.c): the payload's size, the source's existence and its
+ *		enqueue_roles.  Only then does it act as the function's owner.
  */
 #include "postgres.h"
 
+#include "access/detoast.h"
 #include "access/htup_details.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
@@ -34,6 +39,7 @@
 #include "utils/memutils.h"
 
 #include "webhook_ingest.h"
+#include "access.h"
 #include "queue_write.h"
 
 PG_FUNCTION_INFO_V1(webhook_ingest_enqueue);
@@ -50,7 +56,8 @@ static const char *const outcome_names[] = {"queued", "coalesced", "requeued", "
 
 /*
  * Every name is schema-qualified and every operator spelled out, so the
- * plans mean the same whatever search_path the (SECURITY DEFINER) caller has.
+ * plans mean the same whatever search_path the caller has (enqueue has no
+ * SET clause: it would cost every call a GUC save and restore).
  */
 static const char *const remember_event_sql =
 "INSERT INTO webhook_ingest.events (source, event_id) "
@@ -98,7 +105,7 @@ report_unknown_source(text *source)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_UNDEFINED_OBJECT),
-			 errmsg("source \"%s\" does not exist", text_to_cstring(source)),
+			 errmsg("source \"%s\" does not exist", wi_clip_text(source)),
 			 errhint("Register it with webhook_ingest.add_source().")));
 }
 
@@ -192,9 +199,6 @@ enqueue_direct(text *source, text *external_id, Datum payload, bool payload_null
 	EState	   *estate;
 	WriteResult result;
 
-	if (!wi_source_known(source))
-		report_unknown_source(source);
-
 	estate = wi_write_begin();
 	if (event_id != NULL)
 	{
@@ -212,6 +216,25 @@ enqueue_direct(text *source, text *external_id, Datum payload, bool payload_null
 		was_running ? OUTCOME_REQUEUED : OUTCOME_COALESCED;
 }
 
+/*
+ * webhook_ingest.max_payload_size applies to the jsonb datum as passed:
+ * its uncompressed size, varlena header included (pg_column_size of the
+ * freshly built value), read without detoasting it.
+ */
+static void
+check_payload_size(Datum payload)
+{
+	Size		size = toast_raw_datum_size(payload);
+
+	if (size > (Size) wi_max_payload_size_kb * 1024)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("payload of %zu bytes exceeds webhook_ingest.max_payload_size (%d kB)",
+						size, wi_max_payload_size_kb),
+				 errdetail("The size is that of the jsonb value, uncompressed."),
+				 errhint("Pass the object id and let the worker fetch the object, or raise webhook_ingest.max_payload_size.")));
+}
+
 Datum
 webhook_ingest_enqueue(PG_FUNCTION_ARGS)
 {
@@ -223,6 +246,7 @@ webhook_ingest_enqueue(PG_FUNCTION_ARGS)
 	int64		job_id = 0;
 	bool		job_id_null = false;
 	EnqueueOutcome outcome = OUTCOME_QUEUED;
+	WiSavedUser caller;
 
 	/* Check everything before touching anything. */
 	PreventCommandIfReadOnly("webhook_ingest.enqueue()");
@@ -242,7 +266,10 @@ webhook_ingest_enqueue(PG_FUNCTION_ARGS)
 		wi_check_id("event_id", VARDATA_ANY(event_id), VARSIZE_ANY_EXHDR(event_id));
 	}
 	if (!payload_null)
+	{
+		check_payload_size(PG_GETARG_DATUM(2));
 		payload = PointerGetDatum(PG_GETARG_JSONB_P(2));
+	}
 
 	if (result_desc == NULL)
 	{
@@ -258,11 +285,18 @@ webhook_ingest_enqueue(PG_FUNCTION_ARGS)
 	}
 
 	wi_lock_jobs();
+	/* As the caller, after the lock (see wi_lock_jobs): may it enqueue here? */
+	wi_check_may_enqueue(source, GetUserId());
 
+	wi_become_owner(fcinfo, &caller);
 	if (wi_direct_write_possible())
+	{
+		elog(DEBUG1, "webhook_ingest: enqueue writes directly");
 		outcome = enqueue_direct(source, external_id, payload, payload_null, event_id, &job_id, &job_id_null);
+	}
 	else
 		outcome = enqueue_sql(source, external_id, payload, payload_null, event_id, &job_id, &job_id_null);
+	wi_restore_user(&caller);
 
 	if (outcome != OUTCOME_DUPLICATE)
 		wi_wake_worker_at_commit();

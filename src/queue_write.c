@@ -8,7 +8,9 @@
  *		Used in READ COMMITTED on PostgreSQL 14 and later, and only while the
  *		tables hold exactly the columns this file knows; otherwise enqueue.c
  *		runs the same logic as SQL.  No user triggers, rules or constraints
- *		are expected on the extension's own tables.
+ *		are expected on the extension's own tables.  Row security (0.3.0
+ *		enables it on jobs, for app roles) does not apply to the user these
+ *		writes run as, the tables' owner; if it ever did, SQL would be used.
  */
 #include "postgres.h"
 
@@ -32,6 +34,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/rls.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
@@ -92,6 +95,8 @@ typedef struct QueueRelids
 	Oid			events;
 	Oid			events_pkey;
 	bool		direct_ok;		/* jobs and events are as queue_write.c writes them */
+	bool		jobs_rls;		/* row security is enabled on jobs ... */
+	bool		events_rls;		/* ... on events */
 } QueueRelids;
 
 static QueueRelids relids;
@@ -118,17 +123,19 @@ schema_relid(Oid nsp, const char *name)
 /*
  * True when the relation has exactly these columns, in this order and of
  * these types (InvalidOid: any enum), and nothing that a direct write would
- * bypass: triggers, rules, check constraints, row security.
+ * bypass: triggers, rules, check constraints.  Row security is looked at
+ * for each write (rls_applies): it depends on the writing user.
  */
 static bool
-table_fits(Oid relid, const char *const *names, const Oid *types, int n)
+table_fits(Oid relid, const char *const *names, const Oid *types, int n, bool *rls)
 {
 	Relation	rel = table_open(relid, AccessShareLock);
 	TupleDesc	desc = RelationGetDescr(rel);
 	bool		fits;
 
+	*rls = rel->rd_rel->relrowsecurity;
 	fits = desc->natts == n && rel->trigdesc == NULL && rel->rd_rules == NULL &&
-		!rel->rd_rel->relrowsecurity && (desc->constr == NULL || desc->constr->num_check == 0);
+		(desc->constr == NULL || desc->constr->num_check == 0);
 	for (int i = 0; fits && i < n; i++)
 	{
 		Form_pg_attribute att = TupleDescAttr(desc, i);
@@ -165,8 +172,9 @@ queue_relids(void)
 		relids.jobs_id_seq = schema_relid(nsp, "jobs_id_seq");
 		relids.events = schema_relid(nsp, "events");
 		relids.events_pkey = schema_relid(nsp, "events_pkey");
-		relids.direct_ok = table_fits(relids.jobs, job_columns, job_types, JOB_NATTS) &&
-			table_fits(relids.events, event_columns, event_types, EVENT_NATTS);
+		relids.direct_ok = table_fits(relids.jobs, job_columns, job_types, JOB_NATTS, &relids.jobs_rls);
+		relids.direct_ok &= table_fits(relids.events, event_columns, event_types, EVENT_NATTS,
+									   &relids.events_rls);
 	}
 	return &relids;
 }
@@ -194,10 +202,29 @@ wi_lock_jobs(void)
 		LockRelationOid(queue_relids()->jobs, RowExclusiveLock);
 }
 
+/*
+ * Would row security filter or check what the current user writes here?
+ * Not for the table's owner (unless FORCE ROW LEVEL SECURITY), a superuser
+ * or a BYPASSRLS role: enqueue() writes as the owner of the enqueue
+ * function, normally the tables' owner.  Only then may a direct write,
+ * which sees no policy, stand in for the SQL statements.
+ */
+static bool
+rls_applies(bool enabled, Oid relid)
+{
+	return enabled && check_enable_rls(relid, InvalidOid, true) == RLS_ENABLED;
+}
+
+/* Called as the user the write runs as. */
 bool
 wi_direct_write_possible(void)
 {
-	return !IsolationUsesXactSnapshot() && queue_relids()->direct_ok;
+	const QueueRelids *r;
+
+	if (IsolationUsesXactSnapshot())
+		return false;
+	r = queue_relids();
+	return r->direct_ok && !rls_applies(r->jobs_rls, r->jobs) && !rls_applies(r->events_rls, r->events);
 }
 
 static void
@@ -309,15 +336,6 @@ probe(Oid relid, Oid indexid, ScanKeyData *keys, int nkeys, AttrNumber int8_attn
 	systable_endscan(scan);
 	table_close(rel, NoLock);
 	return found;
-}
-
-bool
-wi_source_exists(text *source)
-{
-	ScanKeyData key;
-
-	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_TEXTEQ, PointerGetDatum(source));
-	return probe(queue_relids()->sources, queue_relids()->sources_pkey, &key, 1, 0, NULL);
 }
 
 /*
@@ -546,13 +564,6 @@ wi_lock_jobs(void)
 {
 	LockRelationOid(get_relname_relid("jobs", get_namespace_oid(WI_SCHEMA_NAME, false)),
 					RowExclusiveLock);
-}
-
-bool
-wi_source_exists(text *source)
-{
-	elog(ERROR, "direct queue writes need PostgreSQL 14 or later");
-	return false;
 }
 
 bool

@@ -17,8 +17,6 @@ typedef enum WriteResult
 extern bool wi_direct_write_possible(void);
 extern void wi_lock_jobs(void);
 extern Oid	wi_cached_sources_relid(void);
-extern bool wi_source_exists(text *source);
-extern bool wi_source_known(text *source);	/* source_cache.c */
 struct EState;
 extern struct EState *wi_write_begin(void);
 extern void wi_write_end(struct EState *estate);

@@ -7,6 +7,13 @@
  *		looks again with a fresh snapshot each time; wait_replayed holds no
  *		snapshot at all while it waits, since one could conflict with the
  *		very replay it waits for.  Both need READ COMMITTED.
+ *
+ *		wait_for_job is not SECURITY DEFINER: it reads the job as its
+ *		caller, so the caller's privileges and row security on jobs decide
+ *		what it may learn (an app role: only jobs of sources it may enqueue
+ *		into; any other job "does not exist").  Only the check that this
+ *		transaction did not write the job itself, which needs xmin, runs as
+ *		the function's owner, and only for a job the caller can see.
  */
 #include "postgres.h"
 
@@ -28,6 +35,7 @@
 #include "utils/timestamp.h"
 
 #include "webhook_ingest.h"
+#include "access.h"
 
 PG_FUNCTION_INFO_V1(webhook_ingest_wait_for_job);
 PG_FUNCTION_INFO_V1(webhook_ingest_wait_replayed);
@@ -77,6 +85,38 @@ ms_until(TimestampTz deadline)
 }
 
 /*
+ * Did this transaction write the job's current version?  Then the worker
+ * cannot see it before we commit, and waiting is pointless.  (It cannot
+ * become ours while we wait: we write nothing meanwhile.)  As the owner:
+ * the caller may not read xmin.
+ */
+static void
+refuse_own_write(FunctionCallInfo fcinfo, Datum *args, int64 job_id)
+{
+	static const char *const sql =
+		"SELECT xmin FROM webhook_ingest.jobs WHERE id OPERATOR(pg_catalog.=) $1";
+	Oid			types[1] = {INT8OID};
+	WiSavedUser caller;
+	bool		isnull;
+	bool		ours;
+
+	wi_become_owner(fcinfo, &caller);
+	if (SPI_execute_with_args(sql, 1, types, args, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not look up job");
+	ours = SPI_processed > 0 &&
+		TransactionIdIsCurrentTransactionId(DatumGetTransactionId(
+			SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)));
+	SPI_freetuptable(SPI_tuptable);
+	wi_restore_user(&caller);
+	if (ours)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("job %lld was written by this transaction", (long long) job_id),
+				 errdetail("The worker sees the job only once this transaction commits."),
+				 errhint("Commit first, then call wait_for_job().")));
+}
+
+/*
  * wait_for_job(job_id bigint, timeout interval) returns boolean
  */
 Datum
@@ -89,6 +129,7 @@ webhook_ingest_wait_for_job(PG_FUNCTION_ARGS)
 	SPIPlanPtr	plan;
 	ConditionVariable *cv = wi_shmem_jobs_finished_cv();
 	bool		result = false;
+	bool		first = true;
 
 	wi_check_not_null(PG_ARGISNULL(0), "job_id");
 	job_id = PG_GETARG_INT64(0);
@@ -103,14 +144,18 @@ webhook_ingest_wait_for_job(PG_FUNCTION_ARGS)
 	args[0] = Int64GetDatum(job_id);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	plan = SPI_prepare("SELECT state::text, done_lsn IS NOT NULL, xmin FROM webhook_ingest.jobs WHERE id = $1",
+	/* As the caller: only the columns webhook_ingest_enqueue may read. */
+	plan = SPI_prepare("SELECT state::pg_catalog.text, done_lsn IS NOT NULL FROM webhook_ingest.jobs "
+					   "WHERE id OPERATOR(pg_catalog.=) $1",
 					   1, types);
 	if (plan == NULL)
 		elog(ERROR, "could not prepare the job lookup");
 
 	for (;;)
 	{
+		SPITupleTable *tt;
 		char	   *state;
+		bool		has_lsn;
 		bool		isnull;
 		long		ms;
 
@@ -123,17 +168,16 @@ webhook_ingest_wait_for_job(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_NO_DATA_FOUND),
 					 errmsg("job %lld does not exist", (long long) job_id),
 					 errhint("Finished jobs are removed after webhook_ingest.retention.")));
-		/* The worker cannot see what this transaction wrote until it commits. */
-		if (TransactionIdIsCurrentTransactionId(DatumGetTransactionId(
-			SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull))))
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("job %lld was written by this transaction", (long long) job_id),
-					 errdetail("The worker sees the job only once this transaction commits."),
-					 errhint("Commit first, then call wait_for_job().")));
-		state = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-		if (strcmp(state, "done") == 0 &&
-			DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)))
+		tt = SPI_tuptable;
+		state = SPI_getvalue(tt->vals[0], tt->tupdesc, 1);
+		has_lsn = DatumGetBool(SPI_getbinval(tt->vals[0], tt->tupdesc, 2, &isnull));
+		SPI_freetuptable(tt);
+		if (first)
+		{
+			refuse_own_write(fcinfo, args, job_id);
+			first = false;
+		}
+		if (strcmp(state, "done") == 0 && has_lsn)
 		{
 			result = true;
 			break;
@@ -143,7 +187,7 @@ webhook_ingest_wait_for_job(PG_FUNCTION_ARGS)
 		ms = ms_until(deadline);
 		if (ms == 0)
 			break;
-		SPI_freetuptable(SPI_tuptable);
+		pfree(state);
 		(void) ConditionVariableTimedSleep(cv, Min(ms, WI_WAIT_RECHECK_MS), PG_WAIT_EXTENSION);
 	}
 	ConditionVariableCancelSleep();

@@ -1,5 +1,6 @@
--- ALTER EXTENSION UPDATE from 0.1.0 keeps every row; jobs already done get a
--- done_lsn.  (A fresh CREATE EXTENSION runs the same path: 0.1.0, then the
+-- ALTER EXTENSION UPDATE from 0.1.0 to 0.2.0 keeps every row; jobs already
+-- done get a done_lsn.  Then 0.2.0 to 0.3.0 keeps every row and rewrites
+-- nothing.  (A fresh CREATE EXTENSION runs the same path: 0.1.0, then the
 -- update scripts.)
 \set VERBOSITY default
 \set SHOW_CONTEXT never
@@ -18,7 +19,7 @@ UPDATE webhook_ingest.jobs SET state = 'done', finished_at = now() WHERE externa
 -- 0.1.0 has none of the new functions
 SELECT webhook_ingest.cancel(1);
 
-ALTER EXTENSION webhook_ingest UPDATE;
+ALTER EXTENSION webhook_ingest UPDATE TO '0.2.0';
 SELECT extversion FROM pg_extension WHERE extname = 'webhook_ingest';
 SELECT external_id, state, done_lsn IS NOT NULL AS has_done_lsn, events
   FROM webhook_ingest.jobs ORDER BY external_id, id;
@@ -32,6 +33,42 @@ SELECT source, pending, dead FROM webhook_ingest.queue_stats;
 SELECT e.enumlabel FROM pg_enum e WHERE e.enumtypid = 'webhook_ingest.job_state'::regtype ORDER BY e.enumsortorder;
 SELECT indexrelid::regclass AS index, pg_get_expr(indpred, indrelid) AS predicate
   FROM pg_index WHERE indrelid = 'webhook_ingest.jobs'::regclass ORDER BY 1::text;
+
+-- 0.2.0 -> 0.3.0
+SELECT count(*) AS jobs_before FROM webhook_ingest.jobs \gset
+SELECT pg_relation_filenode('webhook_ingest.jobs') AS jobs_file,
+       (SELECT string_agg(pg_relation_filenode(indexrelid)::text, ',' ORDER BY indexrelid::regclass::text)
+          FROM pg_index WHERE indrelid = 'webhook_ingest.jobs'::regclass) AS index_files \gset
+ALTER EXTENSION webhook_ingest UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'webhook_ingest';
+-- every row kept, and jobs and its indexes neither rewritten nor rebuilt
+SELECT count(*) = :jobs_before AS every_job_kept FROM webhook_ingest.jobs;
+SELECT pg_relation_filenode('webhook_ingest.jobs') = :jobs_file AS jobs_not_rewritten,
+       (SELECT string_agg(pg_relation_filenode(indexrelid)::text, ',' ORDER BY indexrelid::regclass::text)
+          FROM pg_index WHERE indrelid = 'webhook_ingest.jobs'::regclass) = :'index_files' AS indexes_not_rebuilt;
+SELECT external_id, state, done_lsn IS NOT NULL AS has_done_lsn, events
+  FROM webhook_ingest.jobs ORDER BY external_id, id;
+-- the existing source keeps working, open to every enqueuer
+SELECT name, paused, enqueue_roles FROM webhook_ingest.sources;
+SELECT outcome FROM webhook_ingest.enqueue('up', 'a', NULL, 'e1');
+SELECT outcome FROM webhook_ingest.enqueue('up', 'd', NULL, 'e4');
+SET ROLE regress_app;       -- from 04_privileges: a member of webhook_ingest_enqueue
+SELECT outcome FROM webhook_ingest.enqueue('up', 'd', NULL, 'e5');
+SELECT count(*) AS jobs_it_sees FROM webhook_ingest.jobs;
+RESET ROLE;
+-- what the update added: the admin role, enqueue_roles, row security on jobs,
+-- the guard on sources, operations as SECURITY DEFINER, enqueue and
+-- wait_for_job no longer SECURITY DEFINER
+SELECT rolname, rolcanlogin FROM pg_roles WHERE rolname = 'webhook_ingest_admin';
+SELECT attname, atttypid::regtype FROM pg_attribute
+ WHERE attrelid = 'webhook_ingest.sources'::regclass AND attname = 'enqueue_roles';
+SELECT relrowsecurity, relforcerowsecurity FROM pg_class WHERE oid = 'webhook_ingest.jobs'::regclass;
+SELECT polname, polcmd, polroles::regrole[] AS roles, pg_get_expr(polqual, polrelid) AS qual
+  FROM pg_policy WHERE polrelid = 'webhook_ingest.jobs'::regclass ORDER BY polname;
+SELECT tgname FROM pg_trigger WHERE tgrelid = 'webhook_ingest.sources'::regclass AND NOT tgisinternal ORDER BY 1;
+SELECT p.oid::regprocedure AS function, p.prosecdef
+  FROM pg_proc p WHERE p.pronamespace = 'webhook_ingest'::regnamespace AND p.prokind = 'f'
+   AND p.proname !~ '^_' ORDER BY 1::text;
 SELECT pg_describe_object(classid, objid, 0) AS member
   FROM pg_depend
  WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'

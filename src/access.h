@@ -1,0 +1,40 @@
+/*
+ * access.h
+ *		Who may enqueue into a source (enqueue_roles), the source cache that
+ *		answers it, acting as a function's owner after checking the caller,
+ *		and clipping inputs quoted in messages (access.c, source_cache.c).
+ */
+#ifndef WI_ACCESS_H
+#define WI_ACCESS_H
+
+#include "postgres.h"
+
+#include "fmgr.h"
+
+/* What a source says about who may enqueue into it. */
+typedef struct WiSourceAccess
+{
+	int			nroles;			/* -1: enqueue_roles is NULL, any enqueuer */
+	Oid		   *roles;			/* palloc'd in the caller's memory context */
+} WiSourceAccess;
+
+/* source_cache.c */
+extern bool wi_source_lookup(text *source, bool fresh, WiSourceAccess *access);
+
+/* access.c */
+extern bool wi_source_admits(const WiSourceAccess *access, Oid user);
+extern void wi_check_may_enqueue(text *source, Oid caller);
+
+typedef struct WiSavedUser
+{
+	Oid			userid;
+	int			sec_context;
+} WiSavedUser;
+extern void wi_become_owner(FunctionCallInfo fcinfo, WiSavedUser *saved);
+extern void wi_restore_user(const WiSavedUser *saved);
+
+#define WI_CLIP_BYTES	64
+extern char *wi_clip(const char *s, int len);
+extern char *wi_clip_text(text *t);
+
+#endif							/* WI_ACCESS_H */
