@@ -34,31 +34,6 @@
 PG_FUNCTION_INFO_V1(webhook_ingest_may_enqueue);
 PG_FUNCTION_INFO_V1(webhook_ingest_clip);
 
-/*
- * At most WI_CLIP_BYTES bytes of s, cut at a character boundary, with "..."
- * when something was cut: what a message may quote of an input.
- */
-char *
-wi_clip(const char *s, int len)
-{
-	int			keep;
-	char	   *out;
-
-	if (len <= WI_CLIP_BYTES)
-		return pnstrdup(s, len);
-	keep = pg_mbcliplen(s, len, WI_CLIP_BYTES);
-	out = palloc(keep + 4);
-	memcpy(out, s, keep);
-	memcpy(out + keep, "...", 4);
-	return out;
-}
-
-char *
-wi_clip_text(text *t)
-{
-	return wi_clip(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
-}
-
 bool
 wi_source_admits(const WiSourceAccess *access, Oid user)
 {

@@ -1,8 +1,8 @@
 /*
  * access.h
  *		Who may enqueue into a source (enqueue_roles), the source cache that
- *		answers it, acting as a function's owner after checking the caller,
- *		and clipping inputs quoted in messages (access.c, source_cache.c).
+ *		answers it, and acting as a function's owner after checking the
+ *		caller (access.c, source_cache.c).
  */
 #ifndef WI_ACCESS_H
 #define WI_ACCESS_H
@@ -33,8 +33,5 @@ typedef struct WiSavedUser
 extern void wi_become_owner(FunctionCallInfo fcinfo, WiSavedUser *saved);
 extern void wi_restore_user(const WiSavedUser *saved);
 
-#define WI_CLIP_BYTES	64
-extern char *wi_clip(const char *s, int len);
-extern char *wi_clip_text(text *t);
 
 #endif							/* WI_ACCESS_H */

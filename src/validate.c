@@ -38,6 +38,12 @@ wi_clip(const char *s, int len)
 	return psprintf("%.*s%s", cut, s, cut < len ? "..." : "");
 }
 
+char *
+wi_clip_text(text *t)
+{
+	return wi_clip(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+}
+
 static char *
 clip_cstring(const char *s)
 {

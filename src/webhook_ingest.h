@@ -75,6 +75,7 @@ extern void wi_register_worker(void);
 /* validate.c */
 extern void wi_check_not_null(bool isnull, const char *what);
 extern char *wi_clip(const char *s, int len);
+extern char *wi_clip_text(text *t);
 extern void wi_check_id(const char *what, const char *value, int len);
 
 /* spi_plans.c */
