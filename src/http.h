@@ -32,6 +32,7 @@ typedef struct Transfer
 	/* set by job_store.c when it completes the job */
 	int			outcome;		/* WiOutcome */
 	char	   *why;			/* what went wrong, for a failed outcome */
+	int			errors;			/* errors its completion met (worker_loop.c) */
 
 	/* owned by http.c; callbacks touch only these, and never ereport */
 	CURL	   *easy;

@@ -208,26 +208,34 @@ wi_reclaim_running(void)
 /*
  * Running jobs whose lease has expired (at or after from) and that this
  * worker does not hold (a worker that died without a restart of this one, a
- * claim made by hand) are due again.
+ * claim made by hand, a job this worker gave up completing: given_up) are
+ * due again.
  */
 int
-wi_reclaim_expired(TimestampTz from)
+wi_reclaim_expired(TimestampTz from, const int64 *given_up, int ngiven_up)
 {
 	static SPIPlanPtr plan = NULL;
-	Oid			types[1] = {TIMESTAMPTZOID};
-	Datum		args[1] = {TimestampTzGetDatum(from)};
+	Oid			types[2] = {TIMESTAMPTZOID, INT8ARRAYOID};
+	Datum		args[2];
+	Datum	   *ids = palloc(sizeof(Datum) * Max(ngiven_up, 1));
+
+	for (int i = 0; i < ngiven_up; i++)
+		ids[i] = Int64GetDatum(given_up[i]);
+	args[0] = TimestampTzGetDatum(from);
+	args[1] = PointerGetDatum(construct_array(ids, ngiven_up, INT8OID, sizeof(int64), FLOAT8PASSBYVAL,
+											  TYPALIGN_DOUBLE));
 
 	return wi_run_alone("webhook_ingest: reclaiming expired leases", &plan,
 					 "WITH expired AS ("
 					 "  SELECT x.id FROM webhook_ingest.jobs x"
 					 "   WHERE x.state = 'running' AND x.lease_until >= $1 AND x.lease_until < now()"
-					 "     AND x.worker_pid IS DISTINCT FROM pg_backend_pid()"
+					 "     AND (x.worker_pid IS DISTINCT FROM pg_backend_pid() OR x.id = ANY ($2))"
 					 "   FOR NO KEY UPDATE SKIP LOCKED)"
 					 " UPDATE webhook_ingest.jobs j SET state = 'pending', lease_until = NULL, worker_pid = NULL,"
 					 " next_attempt_at = now(), updated_at = now(),"
 					 " last_error = 'reclaimed: its lease expired at ' || j.lease_until"
 					 " FROM expired WHERE j.id = expired.id",
-					 1, types, args);
+					 2, types, args);
 }
 
 static void

@@ -37,7 +37,7 @@ extern int	wi_park_paused(void);
 extern int64 wi_events_pages(void);
 extern int64 wi_delete_finished(int retention_s, int max_jobs, TimestampTz *from);
 extern int	wi_reclaim_running(void);
-extern int	wi_reclaim_expired(TimestampTz from);
+extern int	wi_reclaim_expired(TimestampTz from, const int64 *given_up, int ngiven_up);
 extern int64 wi_purge_events(int max_pages);
 extern List *wi_claim(int max_jobs, int lease_s, TimestampTz from, TimestampTz *last_due,
 					  MemoryContext cxt);

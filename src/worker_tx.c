@@ -23,11 +23,15 @@
 
 #define WI_LOCK_LOG_EVERY_S	10
 
+/* Where the caller allocated before wi_begin_tx: wi_end_tx returns there. */
+static MemoryContext tx_caller = NULL;
+
 void
 wi_begin_tx(void)
 {
 	char		lock_timeout[32];
 
+	tx_caller = CurrentMemoryContext;
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	snprintf(lock_timeout, sizeof(lock_timeout), "%dms", wi_lock_timeout_ms);
@@ -46,6 +50,9 @@ wi_end_tx(void)
 	CommitTransactionCommand();
 	pgstat_report_stat(false);
 	pgstat_report_activity(STATE_IDLE, NULL);
+	/* Not TopMemoryContext, where the commit leaves us: the loop's pass context. */
+	if (tx_caller != NULL)
+		MemoryContextSwitchTo(tx_caller);
 }
 
 /*

@@ -1,0 +1,494 @@
+/*
+ * worker_loop.c
+ *		One pass of the worker's loop, step by step: reload settings, house-
+ *		keeping (expired leases, parked jobs, retention, event ids), the poll,
+ *		refilling free transfer slots with claims, completing what finished,
+ *		and waiting on one WaitEventSet for the latch, postmaster death,
+ *		curl's sockets and curl's timer.  Everything the loop keeps between
+ *		passes is in WorkerLoop; Transfers (and the lists holding them) live
+ *		in the loop's job context while their job is in flight; everything
+ *		else a pass allocates is in a context reset at the start of the next
+ *		pass.  No transaction is open while transfers run.
+ *
+ *		An ERROR that escapes a pass (the worker's own statements, out of
+ *		memory in a batch) is caught by worker.c, which calls
+ *		wi_loop_recover(): transfers in flight stay in flight; those that
+ *		were being completed are tried again, alone, and after
+ *		WI_MAX_COMPLETION_ERRORS such errors given back to the queue.
+ */
+#include "postgres.h"
+
+#include "access/transam.h"
+#include "access/xact.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/interrupt.h"
+#include "storage/latch.h"
+#include "storage/procarray.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+
+#include "webhook_ingest.h"
+#include "crash_guard.h"
+#include "http.h"
+#include "job_store.h"
+#include "worker_loop.h"
+
+/* Pages of events one purge_events() call looks at. */
+#define WI_PURGE_PAGES		100
+
+/* Finished jobs one retention transaction deletes. */
+#define WI_RETENTION_BATCH	1000
+
+/* Most time retention, then the event id purge, take in a round before fetches are served again. */
+#define WI_HOUSEKEEPING_MS	50
+
+/*
+ * Most completions committed in one transaction: few commits (each waits for
+ * its WAL flush) keep the worker fast.  But each job runs its handler in a
+ * subtransaction of its own, and past PGPROC_MAX_CACHED_SUBXIDS (64) written
+ * subtransactions a transaction's subxid cache overflows: every snapshot
+ * taken anywhere while it runs must then look xids up in pg_subtrans.  That
+ * is cheap while all snapshots are recent, and thrashes pg_subtrans when
+ * some session holds an old one (bench/soak saw minute-long stalls).  So
+ * while the oldest snapshot is more than WI_OLD_SNAPSHOT_XIDS behind, the
+ * worker commits every WI_COMPLETE_BATCH_SAFE jobs, which leaves room for
+ * one subtransaction of the handler's own per job.
+ */
+#define WI_COMPLETE_BATCH		256
+#define WI_COMPLETE_BATCH_SAFE	32
+#define WI_OLD_SNAPSHOT_XIDS	10000
+
+/*
+ * Where the worker's index scans start.  Claims walk the due-jobs index in
+ * next_attempt_at order, lease checks the leases index in lease_until order,
+ * retention the finished-jobs index in finished_at order; each leaves behind
+ * it the index entries of rows it changed.  Those are normally dropped on the
+ * next visit or by vacuum, but while some session holds an old snapshot (a
+ * long transaction, a standby's hot_standby_feedback) they cannot be, and a
+ * scan from the start would wade through all of them every time: a queue's
+ * throughput collapses.  So each scan starts where the last one stopped, less
+ * a margin for rows that committed late, and from the very start only now and
+ * then: claims every poll interval, or every 10 while full scans are slow
+ * (held back that way); lease checks and retention every WI_FULL_SCAN_ROUNDS
+ * rounds.
+ */
+#define WI_SCAN_MARGIN_MS	2000
+#define WI_SLOW_SCAN_MS		50
+#define WI_FULL_SCAN_ROUNDS 30
+
+/* Recovered errors a finished transfer may meet before its job goes back to the queue. */
+#define WI_MAX_COMPLETION_ERRORS	3
+
+static int
+completion_batch_size(void)
+{
+#if PG_VERSION_NUM >= 140000
+	TransactionId horizon = GetOldestNonRemovableTransactionId(NULL);
+#else
+	TransactionId horizon = GetOldestXmin(NULL, PROCARRAY_FLAGS_DEFAULT);
+#endif
+	TransactionId next = ReadNextTransactionId();
+
+	if (TransactionIdIsNormal(horizon) && (int32) (next - horizon) > WI_OLD_SNAPSHOT_XIDS)
+		return WI_COMPLETE_BATCH_SAFE;
+	return WI_COMPLETE_BATCH;
+}
+
+/* Where a scan starts again: where the last one stopped, less the margin. */
+static TimestampTz
+scan_start(TimestampTz stopped_at)
+{
+	if (stopped_at == DT_NOBEGIN)
+		return DT_NOBEGIN;
+	return TimestampTzPlusMilliseconds(stopped_at, -WI_SCAN_MARGIN_MS);
+}
+
+static bool
+out_of_time(TimestampTz start)
+{
+	return TimestampDifferenceExceeds(start, GetCurrentTimestamp(), WI_HOUSEKEEPING_MS);
+}
+
+/*
+ * Delete jobs past webhook_ingest.retention, then forget expired event ids,
+ * in short transactions, each for at most WI_HOUSEKEEPING_MS.  Returns true
+ * when time ran out with work left: the caller comes back soon.
+ */
+static bool
+clean_up(TimestampTz *retention_from)
+{
+	TimestampTz start = GetCurrentTimestamp();
+	bool		behind = false;
+	int64		pages;
+	int64		forgotten = 0;
+
+	while (wi_retention_s >= 0)
+	{
+		TimestampTz from = scan_start(*retention_from);
+		int64		deleted = wi_delete_finished(wi_retention_s, WI_RETENTION_BATCH, &from);
+
+		*retention_from = Max(*retention_from, from);
+		if (deleted < WI_RETENTION_BATCH)
+			break;
+		if (out_of_time(start))
+		{
+			behind = true;
+			break;
+		}
+	}
+
+	/* The walk resumes where the last call stopped; at most one lap a round. */
+	start = GetCurrentTimestamp();
+	pages = wi_events_pages();
+	for (int64 walked = 0; walked < pages; walked += WI_PURGE_PAGES)
+	{
+		forgotten += wi_purge_events(WI_PURGE_PAGES);
+		if (out_of_time(start))
+		{
+			/* Only a walk that is finding expired ids is behind. */
+			behind |= (forgotten > 0);
+			break;
+		}
+	}
+	return behind;
+}
+
+static void
+free_transfer(Transfer *t)
+{
+	wi_http_release(t);
+	pfree(t->source);
+	pfree(t->external_id);
+	pfree(t->url);
+	if (t->why)
+		pfree(t->why);
+	pfree(t);
+}
+
+/* Append in the job context, where the lists of Transfers live. */
+static List *
+keep(WorkerLoop *loop, List *list, void *t)
+{
+	MemoryContext old = MemoryContextSwitchTo(loop->job_cxt);
+
+	list = lappend(list, t);
+	MemoryContextSwitchTo(old);
+	return list;
+}
+
+void
+wi_loop_init(WorkerLoop *loop, int fd_cap)
+{
+	memset(loop, 0, sizeof(*loop));
+	loop->fd_cap = fd_cap;
+	loop->claim_now = true;
+	loop->claim_from = DT_NOBEGIN;
+	loop->last_lease_check = DT_NOBEGIN;
+	loop->retention_from = DT_NOBEGIN;
+	loop->job_cxt = AllocSetContextCreate(TopMemoryContext, "webhook_ingest jobs", ALLOCSET_DEFAULT_SIZES);
+	loop->pass_cxt = AllocSetContextCreate(TopMemoryContext, "webhook_ingest loop pass", ALLOCSET_DEFAULT_SIZES);
+#if PG_VERSION_NUM >= 170000
+	loop->wait_set = CreateWaitEventSet(NULL, 3);	/* for the process's life */
+#else
+	loop->wait_set = CreateWaitEventSet(TopMemoryContext, 3);
+#endif
+	AddWaitEventToSet(loop->wait_set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	AddWaitEventToSet(loop->wait_set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	AddWaitEventToSet(loop->wait_set, WL_SOCKET_READABLE, wi_http_epoll_fd(), NULL, NULL);
+}
+
+static void
+reload_settings(WorkerLoop *loop)
+{
+	if (!ConfigReloadPending)
+		return;
+	ConfigReloadPending = false;
+	ProcessConfigFile(PGC_SIGHUP);
+	wi_http_set_host_limit(wi_max_host_connections);
+}
+
+/*
+ * Now and then, take back expired leases that are not ours, park the due
+ * jobs of paused sources and retry done_lsn that met a lock; and clean up,
+ * again right away while there is a backlog of it.
+ */
+static void
+housekeeping(WorkerLoop *loop)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (!wi_enabled)
+		return;
+	if (now >= loop->next_lease_check)
+	{
+		TimestampTz lease_from = (loop->lease_rounds++ % WI_FULL_SCAN_ROUNDS == 0) ? DT_NOBEGIN :
+			scan_start(loop->last_lease_check);
+
+		if (wi_reclaim_expired(lease_from, loop->abandoned, Min(loop->nabandoned, WI_MAX_ABANDONED)) > 0)
+			loop->claim_now = true;
+		loop->last_lease_check = now;
+		(void) wi_park_paused();
+		wi_retry_done_lsn();
+		loop->claim_from = DT_NOBEGIN;
+		loop->next_lease_check = TimestampTzPlusMilliseconds(now, wi_poll_interval_ms * 10L);
+	}
+	if (now >= loop->next_clean_up)
+	{
+		bool		behind;
+
+		if (loop->clean_up_rounds++ % WI_FULL_SCAN_ROUNDS == 0)
+			loop->retention_from = DT_NOBEGIN;
+		behind = clean_up(&loop->retention_from);
+		now = GetCurrentTimestamp();
+		loop->next_clean_up = behind ? now : TimestampTzPlusMilliseconds(now, wi_poll_interval_ms * 10L);
+	}
+}
+
+/* The poll: retries that came due, rows written another way. */
+static void
+poll_if_due(WorkerLoop *loop)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (now < loop->next_poll)
+		return;
+	loop->claim_now = true;
+	if (!loop->full_claims_slow)
+		loop->claim_from = DT_NOBEGIN;
+	loop->next_poll = TimestampTzPlusMilliseconds(now, wi_poll_interval_ms);
+}
+
+/* A job claimed again is this worker's once more. */
+static void
+forget_abandoned(WorkerLoop *loop, int64 job_id)
+{
+	for (int i = 0; i < Min(loop->nabandoned, WI_MAX_ABANDONED); i++)
+		if (loop->abandoned[i] == job_id)
+			loop->abandoned[i] = 0;
+}
+
+/* Claim as many due jobs as there are free slots, and start their fetches. */
+static void
+refill(WorkerLoop *loop)
+{
+	int			capacity;
+	TimestampTz before;
+	TimestampTz last_due;
+	List	   *claimed;
+	ListCell   *lc;
+
+	capacity = wi_enabled ? Min(wi_max_concurrent_requests, loop->fd_cap) - wi_http_in_flight() -
+		list_length(loop->finished) - list_length(loop->deferred) : 0;
+	if (!loop->claim_now || capacity <= 0)
+		return;
+	before = GetCurrentTimestamp();
+	claimed = wi_claim(capacity, wi_lease_timeout_s, loop->claim_from, &last_due, loop->job_cxt);
+	if (loop->claim_from == DT_NOBEGIN)
+		loop->full_claims_slow = TimestampDifferenceExceeds(before, GetCurrentTimestamp(), WI_SLOW_SCAN_MS);
+	/* All due jobs up to the last one claimed, or to now, are taken. */
+	loop->claim_from = scan_start(list_length(claimed) == capacity ? last_due : before);
+	loop->claim_now = (list_length(claimed) == capacity);
+	loop->counters.claimed += list_length(claimed);
+	foreach(lc, claimed)
+	{
+		Transfer   *t = (Transfer *) lfirst(lc);
+		const char *error;
+
+		forget_abandoned(loop, t->job_id);
+		t->max_body = (size_t) wi_max_response_size_kb * 1024;
+		t->started = GetCurrentTimestamp();
+		if (!wi_http_start(t, wi_connect_timeout_ms, &error))
+		{
+			/* Counts as a failed attempt. */
+			ereport(WARNING, (errmsg("webhook_ingest worker: %s", error)));
+			t->result = CURLE_FAILED_INIT;
+			loop->finished = keep(loop, loop->finished, t);
+		}
+	}
+	list_free(claimed);
+	if (claimed != NIL)
+		wi_http_on_timer();		/* let curl start the new transfers */
+}
+
+/* A transfer that met an error, or a suspect of a crash, is completed alone. */
+static bool
+must_go_alone(Transfer *t)
+{
+	return t->errors > 0 || wi_crash_guard_is_suspect(t->job_id);
+}
+
+/*
+ * The next batch: a prefix of loop->finished - one transfer that must go
+ * alone, or up to batch_size others.
+ */
+static List *
+next_batch(WorkerLoop *loop, int batch_size)
+{
+	List	   *batch = NIL;
+	ListCell   *lc;
+
+	foreach(lc, loop->finished)
+	{
+		Transfer   *t = (Transfer *) lfirst(lc);
+
+		if (must_go_alone(t))
+		{
+			if (batch == NIL)
+				batch = list_make1(t);
+			break;
+		}
+		batch = lappend(batch, t);
+		if (list_length(batch) == batch_size)
+			break;
+	}
+	return batch;
+}
+
+/*
+ * Complete loop->finished, batch by batch (several transactions for a large
+ * one, see WI_COMPLETE_BATCH).  While a batch is completed its transfers
+ * stay at the head of loop->finished (loop->completing says how many), so
+ * an error leaves them there for wi_loop_recover.  What is done with is
+ * freed; transfers whose rows were locked by another session go to
+ * loop->deferred.
+ */
+static void
+complete_finished(WorkerLoop *loop)
+{
+	int			batch_size = completion_batch_size();
+
+	while (loop->finished != NIL)
+	{
+		List	   *batch = next_batch(loop, batch_size);
+		List	   *later;
+		ListCell   *lc;
+
+		loop->completing = list_length(batch);
+		later = wi_complete(batch, &loop->counters);
+		loop->completing = 0;
+		foreach(lc, batch)
+		{
+			loop->finished = list_delete_first(loop->finished);
+			if (list_member_ptr(later, lfirst(lc)))
+				loop->deferred = keep(loop, loop->deferred, lfirst(lc));
+			else
+				free_transfer((Transfer *) lfirst(lc));
+		}
+	}
+}
+
+/* Complete what has finished, and what waited for a row lock. */
+static bool
+complete(WorkerLoop *loop)
+{
+	Transfer   *t;
+
+	while ((t = wi_http_finished()) != NULL)
+		loop->finished = keep(loop, loop->finished, t);
+	if (loop->deferred != NIL && GetCurrentTimestamp() >= loop->next_deferred_try)
+	{
+		MemoryContext old = MemoryContextSwitchTo(loop->job_cxt);
+
+		loop->finished = list_concat(loop->finished, loop->deferred);
+		MemoryContextSwitchTo(old);
+		list_free(loop->deferred);
+		loop->deferred = NIL;
+		wi_retry_done_lsn();
+	}
+	if (loop->finished == NIL)
+		return false;
+	complete_finished(loop);
+	loop->next_deferred_try = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wi_lock_timeout_ms);
+	/* Slots are free, and refetches may be due now. */
+	loop->claim_now = true;
+	return true;
+}
+
+/* Wait for the latch, curl's sockets, curl's timer, or the poll. */
+static void
+wait_for_events(WorkerLoop *loop)
+{
+	WaitEvent	events[3];
+	int			nevents;
+	long		timeout;
+
+	wi_shmem_publish(wi_enabled ? "running" : "disabled", wi_http_in_flight(), &loop->counters);
+	timeout = wi_http_timeout_ms();
+	if (timeout < 0 || timeout > wi_poll_interval_ms)
+		timeout = wi_poll_interval_ms;
+	if (loop->deferred != NIL)
+		timeout = Min(timeout, Max(wi_lock_timeout_ms, 1));
+	nevents = WaitEventSetWait(loop->wait_set, timeout, events, lengthof(events), PG_WAIT_EXTENSION);
+	for (int i = 0; i < nevents; i++)
+	{
+		if (events[i].events & WL_LATCH_SET)
+		{
+			ResetLatch(MyLatch);
+			loop->claim_now = true;
+		}
+		if (events[i].events & WL_SOCKET_READABLE)
+			wi_http_on_sockets();
+	}
+	if (wi_http_timeout_ms() == 0)
+		wi_http_on_timer();
+}
+
+/* One pass of the loop. */
+void
+wi_loop_pass(WorkerLoop *loop)
+{
+	MemoryContextReset(loop->pass_cxt);
+	MemoryContextSwitchTo(loop->pass_cxt);
+
+	CHECK_FOR_INTERRUPTS();
+	reload_settings(loop);
+	housekeeping(loop);
+	poll_if_due(loop);
+	refill(loop);
+	if (complete(loop))
+		return;					/* straight to the next pass: slots are free */
+	wait_for_events(loop);
+}
+
+static void
+abandon(WorkerLoop *loop, Transfer *t)
+{
+	ereport(WARNING,
+			(errmsg("webhook_ingest worker: giving up completing job %lld after %d errors",
+					(long long) t->job_id, t->errors),
+			 errdetail("The lease check takes the job back once its lease has expired.")));
+	loop->abandoned[loop->nabandoned++ % WI_MAX_ABANDONED] = t->job_id;
+	free_transfer(t);
+}
+
+/*
+ * After an ERROR escaped a pass (worker.c has aborted the transaction and
+ * reported the error): transfers in flight stay in flight; those of the
+ * batch that was being completed count an error and are tried again, each
+ * alone; one that met WI_MAX_COMPLETION_ERRORS is given up, and its job
+ * left to the lease check.
+ */
+void
+wi_loop_recover(WorkerLoop *loop)
+{
+	List	   *keep_list = NIL;
+	int			i = 0;
+	ListCell   *lc;
+
+	MemoryContextSwitchTo(loop->job_cxt);
+	foreach(lc, loop->finished)
+	{
+		Transfer   *t = (Transfer *) lfirst(lc);
+
+		if (i++ < loop->completing && ++t->errors >= WI_MAX_COMPLETION_ERRORS)
+			abandon(loop, t);
+		else
+			keep_list = lappend(keep_list, t);
+	}
+	list_free(loop->finished);
+	loop->finished = keep_list;
+	loop->completing = 0;
+	MemoryContextSwitchTo(loop->pass_cxt);
+	loop->claim_now = true;
+}

@@ -1,0 +1,54 @@
+/*
+ * worker_loop.h
+ *		The worker's loop and what it keeps between passes (worker_loop.c).
+ */
+#ifndef WI_WORKER_LOOP_H
+#define WI_WORKER_LOOP_H
+
+#include "postgres.h"
+
+#include "nodes/pg_list.h"
+#include "storage/latch.h"
+#include "utils/timestamp.h"
+
+#include "webhook_ingest.h"
+
+/* Jobs given up after errors, remembered for the lease check (a ring). */
+#define WI_MAX_ABANDONED	256
+
+typedef struct WorkerLoop
+{
+	MemoryContext job_cxt;		/* Transfers and the lists of them */
+	MemoryContext pass_cxt;		/* reset at the start of every pass */
+	WaitEventSet *wait_set;
+	WiCounters	counters;
+	int			fd_cap;			/* transfers the open-file limit allows */
+
+	/* claims */
+	bool		claim_now;
+	TimestampTz next_poll;
+	TimestampTz claim_from;		/* see WI_SCAN_MARGIN_MS */
+	bool		full_claims_slow;
+
+	/* housekeeping */
+	TimestampTz next_lease_check;
+	TimestampTz last_lease_check;
+	uint64		lease_rounds;
+	TimestampTz next_clean_up;
+	TimestampTz retention_from;
+	uint64		clean_up_rounds;
+
+	/* completions */
+	List	   *finished;		/* fetched, not completed yet */
+	int			completing;		/* how many at the head of finished are being completed */
+	List	   *deferred;		/* their rows were locked by another session */
+	TimestampTz next_deferred_try;
+	int64		abandoned[WI_MAX_ABANDONED];
+	int			nabandoned;
+} WorkerLoop;
+
+extern void wi_loop_init(WorkerLoop *loop, int fd_cap);
+extern void wi_loop_pass(WorkerLoop *loop);
+extern void wi_loop_recover(WorkerLoop *loop);
+
+#endif							/* WI_WORKER_LOOP_H */
