@@ -5,7 +5,10 @@
 # - a handler that kills the worker (pg_terminate_backend of itself) and one
 #   that segfaults (a test-only C function: a postmaster crash-restart) end
 #   dead after max_attempts, with last_error saying why, while the jobs
-#   that shared their batches are done exactly once, within a minute.
+#   that shared their batches are done exactly once, within a minute;
+# - an ERROR in the worker's own statements is recovered without a restart,
+#   the fetches in flight complete, and the job that kept failing is given
+#   up after 3 errors and taken back by the lease check.
 # Against the loopback upstream (test/upstream.py on 127.0.0.1:18080).
 use strict;
 use warnings;
@@ -138,6 +141,39 @@ $node->poll_query_until('postgres', q{SELECT state = 'done' FROM webhook_ingest.
   or diag('after-poison not done');
 is(scalar_sql(q{SELECT state FROM webhook_ingest.jobs WHERE external_id = 'after-poison'}), 'done',
 	'a new job after the poison jobs is done');
+
+# --- An ERROR in the worker's own statements does not restart it ---------
+# A trigger an admin put on jobs makes the worker's record of one failed
+# attempt raise an error outside any handler's subtransaction.
+scalar_sql(q{
+	CREATE FUNCTION refuse_failure() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN RAISE EXCEPTION 'refusing to record %', NEW.external_id; END $$;
+	CREATE TRIGGER refuse_failure BEFORE UPDATE ON webhook_ingest.jobs FOR EACH ROW
+	    WHEN (NEW.external_id = 'boom' AND NEW.last_error LIKE '%HTTP 500%') EXECUTE FUNCTION refuse_failure();
+	SELECT webhook_ingest.add_source('erroring', 'http://127.0.0.1:18080/error/{external_id}', timeout_ms => 1000,
+	                                 max_attempts => 2);
+	SELECT webhook_ingest.add_source('slowpoke', 'http://127.0.0.1:18080/posts/{external_id}?delay_ms=2500',
+	                                 'record_effect(text,jsonb,jsonb)');
+});
+my $pid_before = scalar_sql(q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'webhook_ingest worker'});
+scalar_sql(q{SELECT count(*) FROM generate_series(1, 20) i, webhook_ingest.enqueue('slowpoke', 'slow-' || i) e});
+$node->poll_query_until('postgres', q{SELECT count(*) = 20 FROM webhook_ingest.jobs WHERE source = 'slowpoke' AND state = 'running'})
+  or die 'slow jobs did not start';
+scalar_sql(q{SELECT webhook_ingest.enqueue('erroring', 'boom')});
+$node->poll_query_until('postgres', q{SELECT count(*) = 20 FROM webhook_ingest.jobs WHERE source = 'slowpoke' AND state = 'done'})
+  or diag('slow jobs not done');
+ok($node->log_contains('refusing to record boom'), 'the error was raised in the worker');
+is(scalar_sql(q{SELECT count(*) FROM webhook_ingest.jobs WHERE source = 'slowpoke' AND state = 'done'}), '20',
+	'the 20 fetches in flight when the error came were completed');
+is(scalar_sql(q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'webhook_ingest worker'}), $pid_before,
+	'the worker recovered from the error without a restart');
+$node->wait_for_log(qr/giving up completing job \d+ after 3 errors/);
+ok(1, 'after 3 errors the worker gave the job up');
+scalar_sql(q{DROP TRIGGER refuse_failure ON webhook_ingest.jobs});
+$node->poll_query_until('postgres', q{SELECT state = 'dead' FROM webhook_ingest.jobs WHERE external_id = 'boom'})
+  or diag(scalar_sql(q{SELECT state, attempts, last_error FROM webhook_ingest.jobs WHERE external_id = 'boom'}));
+like(scalar_sql(q{SELECT state || ': ' || last_error FROM webhook_ingest.jobs WHERE external_id = 'boom'}),
+	qr/^dead: .*HTTP 500/, 'the lease check took the given-up job back; it ran again and ended dead');
 
 $node->stop;
 done_testing();
