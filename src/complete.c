@@ -291,6 +291,40 @@ mark_done(Transfer *t)
 		WI_OUTCOME_DONE : WI_OUTCOME_REFETCH;
 }
 
+/*
+ * NOTIFY webhook_ingest_done, for this batch?  Not while the notification
+ * queue is more than half full: a listener that never reads holds its tail,
+ * and a full queue would fail every commit of the worker.  Checked once per
+ * batch; a skipped batch is logged (at most every WI_NOTIFY_LOG_EVERY_S).
+ */
+#define WI_NOTIFY_MAX_QUEUE_USAGE	0.5
+#define WI_NOTIFY_LOG_EVERY_S		60
+static bool notify_this_batch = true;
+
+static void
+decide_notify(void)
+{
+	static SPIPlanPtr plan = NULL;
+	static TimestampTz last_logged = 0;
+	bool		isnull;
+	double		usage;
+
+	if (wi_run_cached(&plan, "SELECT pg_catalog.pg_notification_queue_usage()", 0, NULL, NULL, NULL,
+					  true) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "could not read the notification queue usage");
+	usage = DatumGetFloat8(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	notify_this_batch = usage < WI_NOTIFY_MAX_QUEUE_USAGE;
+	if (!notify_this_batch &&
+		TimestampDifferenceExceeds(last_logged, GetCurrentTimestamp(), WI_NOTIFY_LOG_EVERY_S * 1000))
+	{
+		ereport(WARNING,
+				(errmsg("webhook_ingest worker: not sending NOTIFY webhook_ingest_done: the notification queue is %.0f%% full",
+						usage * 100),
+				 errhint("A session that LISTENs does not read its notifications, or holds a transaction open.")));
+		last_logged = GetCurrentTimestamp();
+	}
+}
+
 static void
 notify_done(Transfer *t)
 {
@@ -299,6 +333,8 @@ notify_done(Transfer *t)
 	Datum		args[1];
 	StringInfoData buf;
 
+	if (!notify_this_batch)
+		return;
 	initStringInfo(&buf);
 	appendStringInfo(&buf, "{\"job_id\": %lld, \"source\": ", (long long) t->job_id);
 	escape_json(&buf, t->source);
@@ -423,6 +459,7 @@ complete_batch(void *arg)
 	ListCell   *lc;
 
 	lock_batch(b->transfers);
+	decide_notify();
 	foreach(lc, b->transfers)
 	{
 		Transfer   *t = (Transfer *) lfirst(lc);
