@@ -99,6 +99,8 @@ $node->safe_psql('src', q{
 	       done_lsn = pg_current_wal_lsn()
 	 WHERE external_id = 'done-1';
 	INSERT INTO webhook_ingest.documents VALUES ('docs', 'old-1', '{"title": "kept"}', now() - interval '1 day');
+	-- where purge_events() would resume: a page of this copy of events, it must not travel
+	UPDATE webhook_ingest.purge_position SET next_page = 5;
 });
 
 my $state_counts = q{SELECT string_agg(state || '=' || n, ',' ORDER BY state) FROM
@@ -122,7 +124,6 @@ my %query = (
 	                   FROM webhook_ingest.jobs WHERE external_id = 'run-1'},
 );
 my %expected = map { $_ => $node->safe_psql('src', $query{$_}) } keys %query;
-my $done_id = $node->safe_psql('src', q{SELECT id FROM webhook_ingest.jobs WHERE external_id = 'done-1'});
 my $max_id = $node->safe_psql('src', q{SELECT max(id) FROM webhook_ingest.jobs});
 
 my $tmp = PostgreSQL::Test::Utils::tempdir;
@@ -149,7 +150,7 @@ sub check_restored
 		'pending 2 true true true reclaimed: restored while it was running',
 		"$how: the running job is pending and due, its lease and pid dropped, the attempt not counted");
 	is(query($db, q{SELECT next_page FROM webhook_ingest.purge_position}), '0',
-		"$how: the purge walk starts at the first page");
+		"$how: the purge walk starts at the first page (the source's position stayed behind)");
 
 	# the dedup memory: redeliveries are duplicates, as the app sends them
 	is(query($db, q{SET ROLE app; SELECT string_agg(outcome, ',' ORDER BY e)
@@ -163,8 +164,7 @@ sub check_restored
 	my $new_id = query($db, q{SELECT job_id FROM webhook_ingest.enqueue('blog', 'new-1', NULL, 'ev-new-1')});
 	my $same_id = $new_id eq '' ? 0 : query($db, qq{SELECT count(*) FROM webhook_ingest.jobs WHERE id = $new_id});
 	ok($new_id ne '' && $new_id > $max_id && $same_id == 1,
-		"$how: a new job's id ($new_id) is past every restored one (max $max_id) and unique");
-	isnt($new_id, $done_id, "$how: and is not the id of the done job left behind");
+		"$how: a new job's id ($new_id) is past every restored one and the done job's (max $max_id), and unique");
 }
 
 sub check_drained
