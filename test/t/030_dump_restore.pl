@@ -59,6 +59,8 @@ $node->safe_psql('postgres', q{
 	CREATE DATABASE src;
 	CREATE DATABASE plain_copy;
 	CREATE DATABASE custom_copy;
+	CREATE ROLE restorer LOGIN;
+	CREATE DATABASE user_copy OWNER restorer;
 });
 serve('src', 'off');
 
@@ -68,6 +70,7 @@ serve('src', 'off');
 $node->safe_psql('src', q{
 	CREATE EXTENSION webhook_ingest;
 	CREATE ROLE app LOGIN IN ROLE webhook_ingest_enqueue;
+	GRANT webhook_ingest_admin TO restorer;
 	CREATE TABLE public.effects (external_id text, title text);
 	GRANT INSERT ON public.effects TO handler_owner;
 	CREATE FUNCTION public.record(external_id text, details jsonb, payload jsonb) RETURNS void
@@ -199,6 +202,24 @@ $node->command_ok([ 'pg_restore', '--exit-on-error', '-d', 'custom_copy', "$tmp/
 	'custom dump restored with pg_restore (--exit-on-error)');
 check_restored('custom_copy', 'pg_restore');
 check_drained('custom_copy', 'pg_restore');
+
+# 3. a non-superuser (the database's owner, a webhook_ingest_admin) restores
+# into a database where a superuser created the extension: the extension's
+# rows are refused (no INSERT on its tables), the rest of the database is restored.
+serve('user_copy', 'off');
+$node->safe_psql('user_copy', 'CREATE EXTENSION webhook_ingest');
+my ($stdout, $stderr);
+my $ok = IPC::Run::run([ 'pg_restore', '--no-owner', '-U', 'restorer', '-d', $node->connstr('user_copy'),
+	"$tmp/src.dump" ], '>', \$stdout, '2>', \$stderr);
+note("pg_restore as a non-superuser:\n$stderr");
+ok(!$ok, 'pg_restore as a non-superuser reports errors');
+like($stderr, qr/permission denied for table sources/, 'the COPY of sources is refused');
+like($stderr, qr/permission denied for table jobs/, 'the COPY of jobs is refused');
+is(query('user_copy', q{SELECT (SELECT count(*) FROM webhook_ingest.sources) + (SELECT count(*) FROM webhook_ingest.jobs)
+                         + (SELECT count(*) FROM webhook_ingest.events)}),
+	'0', 'and none of the extension\'s rows is restored');
+is(query('user_copy', q{SELECT count(*) FROM pg_proc WHERE oid = 'public.record(text,jsonb,jsonb)'::regprocedure}), '1',
+	'the rest of the database is (the handler function)');
 
 ok(!$node->log_contains('PANIC|TRAP|terminated by signal'), 'no crash in the log');
 
