@@ -59,6 +59,7 @@ $node->safe_psql('postgres', q{
 	CREATE DATABASE src;
 	CREATE DATABASE plain_copy;
 	CREATE DATABASE custom_copy;
+	CREATE DATABASE live_copy;
 	CREATE ROLE restorer LOGIN;
 	CREATE DATABASE user_copy OWNER restorer;
 });
@@ -203,7 +204,27 @@ $node->command_ok([ 'pg_restore', '--exit-on-error', '-d', 'custom_copy', "$tmp/
 check_restored('custom_copy', 'pg_restore');
 check_drained('custom_copy', 'pg_restore');
 
-# 3. a non-superuser (the database's owner, a webhook_ingest_admin) restores
+# 3. into a database whose worker is already running (and has taken back what
+# was left running when it started): the schema first, then, once the worker
+# is past its start, the data.  The running job comes back due all the same,
+# not after its lease (an hour) nor never (its pid could be this worker's).
+serve('live_copy', 'on');
+$node->command_ok([ 'pg_restore', '--exit-on-error', '--section=pre-data', '-d', 'live_copy', "$tmp/src.dump" ],
+	'live worker: schema restored');
+$node->poll_query_until('live_copy', q{SELECT state = 'running' FROM webhook_ingest.worker_status})
+  or diag('the worker did not start');
+sleep 1;    # past its reclaim of running jobs at start
+$node->command_ok([ 'pg_restore', '--exit-on-error', '--section=data', '--section=post-data', '-d', 'live_copy',
+	"$tmp/src.dump" ], 'live worker: data restored');
+$node->poll_query_until('live_copy', q{
+	SELECT count(*) = 0 FROM webhook_ingest.jobs WHERE state IN ('pending', 'running')})
+  or diag(query('live_copy', q{SELECT state, count(*), max(last_error) FROM webhook_ingest.jobs GROUP BY state}));
+is(query('live_copy', $state_counts), 'cancelled=1,dead=1,done=9',
+	'live worker: every pending job done, the one restored as running too');
+is(query('live_copy', q{SELECT count(DISTINCT external_id) || '/' || count(*) FROM public.effects}),
+	'6/6', 'live worker: the handler ran once for each of blog\'s jobs');
+
+# 4. a non-superuser (the database's owner, a webhook_ingest_admin) restores
 # into a database where a superuser created the extension: the extension's
 # rows are refused (no INSERT on its tables), the rest of the database is restored.
 serve('user_copy', 'off');
