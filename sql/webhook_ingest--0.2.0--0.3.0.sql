@@ -391,9 +391,12 @@ GRANT EXECUTE ON FUNCTION webhook_ingest._recent_counts(integer), webhook_ingest
  * after CREATE EXTENSION has made the tables, their triggers and their
  * policies.  Restore as a superuser: sources_guard checks each source as it
  * is written (a superuser may register any handler), the enqueue caches
- * hear of the new sources through sources_changed, and row security does not
- * apply.  No foreign key ties jobs to sources, so the order of the tables
- * does not matter: a job whose source is not there yet is simply not claimed.
+ * hear of the new sources through sources_changed, jobs_restored_running
+ * (below) makes running jobs due, and row security does not apply.  Anyone
+ * else has no INSERT on these tables: each COPY is refused, the rest of the
+ * database is restored.  No foreign key ties jobs to sources, so the order
+ * of the tables does not matter: a job whose source is not there yet is
+ * simply not claimed.
  *
  * - sources, whole: every upstream API with its headers (credentials too).
  * - jobs, all but done: pending and running jobs are the queue, dead ones

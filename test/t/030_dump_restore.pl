@@ -5,7 +5,8 @@
 # pending; a redelivered event id is still a duplicate; new job ids follow
 # the restored ones; and the restored database's worker drains its queue
 # from the loopback upstream (test/upstream.py on 127.0.0.1:18080, started by
-# test/run).
+# test/run) - also when it was running before the data arrived.  A
+# non-superuser's restore loads none of the extension's rows.
 #
 # In this version the worker serves webhook_ingest.database only, and CREATE
 # EXTENSION is refused elsewhere: the source database is served (with the
@@ -16,6 +17,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use IPC::Run;
 
 my $node = PostgreSQL::Test::Cluster->new('dump');
 $node->init;
