@@ -3,10 +3,11 @@
 \echo Use "ALTER EXTENSION webhook_ingest UPDATE TO '0.3.0'" to load this file. \quit
 
 /*
- * Nothing here rewrites or scans jobs, and no index is built: the one
- * statement on jobs that locks it (ENABLE ROW LEVEL SECURITY and its policies,
- * ACCESS EXCLUSIVE, catalog changes only) comes last, so the lock is held
- * only until the update commits, milliseconds later.
+ * Nothing here rewrites or scans jobs, and no index is built: the
+ * statements on jobs that lock it (the jobs_restored_running trigger, SHARE
+ * ROW EXCLUSIVE; ENABLE ROW LEVEL SECURITY and its policies, ACCESS
+ * EXCLUSIVE; catalog changes only) come last, so the lock is held only until
+ * the update commits, milliseconds later.
  */
 
 /*
@@ -344,6 +345,8 @@ REVOKE ALL ON ALL TABLES IN SCHEMA webhook_ingest FROM PUBLIC;
 REVOKE ALL ON ALL ROUTINES IN SCHEMA webhook_ingest FROM PUBLIC;
 GRANT USAGE ON SCHEMA webhook_ingest TO webhook_ingest_admin;
 GRANT SELECT ON ALL TABLES IN SCHEMA webhook_ingest TO webhook_ingest_admin;
+-- ... and the job id sequence, so that an admin can take a pg_dump (it dumps the sequence's position).
+GRANT SELECT ON SEQUENCE webhook_ingest.jobs_id_seq TO webhook_ingest_admin;
 GRANT INSERT (name, url_template, handler, headers, timeout_ms, max_attempts, enqueue_roles),
       UPDATE (url_template, handler, headers, timeout_ms, max_attempts, enqueue_roles, updated_at)
     ON webhook_ingest.sources TO webhook_ingest_admin;
@@ -381,6 +384,78 @@ GRANT SELECT ON webhook_ingest.queue_stats, webhook_ingest.worker_status,
 GRANT EXECUTE ON FUNCTION webhook_ingest._recent_counts(integer), webhook_ingest._latency(integer),
                           webhook_ingest._recent_failures(), webhook_ingest._worker_status()
     TO webhook_ingest_monitor;
+
+/*
+ * Backups: pg_dump dumps the rows of these tables (extension members are
+ * otherwise dumped as CREATE EXTENSION alone), and the restore loads them
+ * after CREATE EXTENSION has made the tables, their triggers and their
+ * policies.  Restore as a superuser: sources_guard checks each source as it
+ * is written (a superuser may register any handler), the enqueue caches
+ * hear of the new sources through sources_changed, jobs_restored_running
+ * (below) makes running jobs due, and row security does not apply.  Anyone
+ * else has no INSERT on these tables: each COPY is refused, the rest of the
+ * database is restored.  No foreign key ties jobs to sources, so the order
+ * of the tables does not matter: a job whose source is not there yet is
+ * simply not claimed.
+ *
+ * - sources, whole: every upstream API with its headers (credentials too).
+ * - jobs, all but done: pending and running jobs are the queue, dead ones
+ *   the operator's list for retry_dead, cancelled ones objects never fetched
+ *   (retry() can still run them; retention deletes them on schedule, by
+ *   their finished_at).  Done jobs are history that retention deletes
+ *   anyway, their effects are in the handlers' tables or in documents, and
+ *   their done_lsn names a position in this server's WAL, meaningless to a
+ *   restored copy elsewhere.
+ * - jobs_id_seq: new job ids after a restore follow the restored ones.
+ * - events, whole: the dedup memory, with received_at, so a redelivery is
+ *   still a duplicate for the rest of webhook_ingest.dedup_window.
+ * - documents, whole: the fetched documents of sources without a handler.
+ * - Not purge_position: a page number in this copy of events, whose heap the
+ *   restore lays out anew; CREATE EXTENSION makes its row, and the walk
+ *   starts at the first page.
+ *
+ * The filter is pasted into pg_dump's query, which runs with an empty
+ * search_path: everything in it is qualified.
+ */
+SELECT pg_catalog.pg_extension_config_dump('webhook_ingest.sources', '');
+SELECT pg_catalog.pg_extension_config_dump('webhook_ingest.jobs',
+    $$WHERE state OPERATOR(pg_catalog.<>) 'done'::webhook_ingest.job_state$$);
+SELECT pg_catalog.pg_extension_config_dump('webhook_ingest.jobs_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('webhook_ingest.events', '');
+SELECT pg_catalog.pg_extension_config_dump('webhook_ingest.documents', '');
+
+/*
+ * A job inserted as running was claimed by a worker of another database (a
+ * dump of a running job, restored): no worker here holds it, its lease and
+ * worker_pid are someone else's (the pid may even be this database's
+ * worker's, and the lease may run for minutes), and this database's worker
+ * may have taken back what was left running long before the restore.  So it
+ * is due again at once, as a reclaim would make it: the interrupted attempt
+ * does not count.  Only rows inserted as running: the worker's claims are
+ * updates, and enqueue inserts pending rows only (which is why its direct
+ * writes, which fire no trigger, may pass this one by: queue_write.c).
+ */
+CREATE FUNCTION webhook_ingest._jobs_restored_running()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    NEW.state := 'pending';
+    NEW.attempts := greatest(NEW.attempts - 1, 0);
+    NEW.next_attempt_at := now();
+    NEW.lease_until := NULL;
+    NEW.worker_pid := NULL;
+    NEW.updated_at := now();
+    NEW.last_error := 'reclaimed: restored while it was running';
+    RETURN NEW;
+END
+$fn$;
+REVOKE ALL ON FUNCTION webhook_ingest._jobs_restored_running() FROM PUBLIC;
+CREATE TRIGGER jobs_restored_running
+    BEFORE INSERT ON webhook_ingest.jobs
+    FOR EACH ROW WHEN (NEW.state OPERATOR(pg_catalog.=) 'running'::webhook_ingest.job_state)
+    EXECUTE FUNCTION webhook_ingest._jobs_restored_running();
 
 /*
  * Row security on jobs: an app role sees the jobs of the sources it may

@@ -8,7 +8,8 @@
  *		Used in READ COMMITTED on PostgreSQL 14 and later, and only while the
  *		tables hold exactly the columns this file knows; otherwise enqueue.c
  *		runs the same logic as SQL.  No user triggers, rules or constraints
- *		are expected on the extension's own tables.  Row security (0.3.0
+ *		are expected on the extension's own tables (the one trigger on jobs,
+ *		jobs_restored_running, never fires for a pending row).  Row security (0.3.0
  *		enables it on jobs, for app roles) does not apply to the user these
  *		writes run as, the tables' owner; if it ever did, SQL would be used.
  */
@@ -20,10 +21,12 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "common/int.h"
 #include "catalog/namespace.h"
 #include "commands/sequence.h"
+#include "commands/trigger.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "nodes/execnodes.h"
@@ -121,10 +124,37 @@ schema_relid(Oid nsp, const char *name)
 }
 
 /*
+ * The one trigger a direct write may pass by: jobs_restored_running (0.3.0),
+ * BEFORE INSERT FOR EACH ROW WHEN the new row is running.  Direct writes
+ * insert pending rows only, so it would never fire for them.
+ */
+static bool
+trigger_bypassable(const Trigger *trig)
+{
+	return strcmp(trig->tgname, "jobs_restored_running") == 0 &&
+		trig->tgqual != NULL &&
+		TRIGGER_FOR_ROW(trig->tgtype) && TRIGGER_FOR_BEFORE(trig->tgtype) &&
+		TRIGGER_FOR_INSERT(trig->tgtype) && !TRIGGER_FOR_UPDATE(trig->tgtype) &&
+		!TRIGGER_FOR_DELETE(trig->tgtype) && !TRIGGER_FOR_TRUNCATE(trig->tgtype);
+}
+
+static bool
+triggers_fit(const TriggerDesc *trigdesc)
+{
+	if (trigdesc == NULL)
+		return true;
+	for (int i = 0; i < trigdesc->numtriggers; i++)
+		if (!trigger_bypassable(&trigdesc->triggers[i]))
+			return false;
+	return true;
+}
+
+/*
  * True when the relation has exactly these columns, in this order and of
  * these types (InvalidOid: any enum), and nothing that a direct write would
- * bypass: triggers, rules, check constraints.  Row security is looked at
- * for each write (rls_applies): it depends on the writing user.
+ * bypass: triggers (but the one above), rules, check constraints.  Row
+ * security is looked at for each write (rls_applies): it depends on the
+ * writing user.
  */
 static bool
 table_fits(Oid relid, const char *const *names, const Oid *types, int n, bool *rls)
@@ -134,7 +164,7 @@ table_fits(Oid relid, const char *const *names, const Oid *types, int n, bool *r
 	bool		fits;
 
 	*rls = rel->rd_rel->relrowsecurity;
-	fits = desc->natts == n && rel->trigdesc == NULL && rel->rd_rules == NULL &&
+	fits = desc->natts == n && triggers_fit(rel->trigdesc) && rel->rd_rules == NULL &&
 		(desc->constr == NULL || desc->constr->num_check == 0);
 	for (int i = 0; fits && i < n; i++)
 	{

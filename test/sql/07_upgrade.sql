@@ -66,6 +66,19 @@ SELECT relrowsecurity, relforcerowsecurity FROM pg_class WHERE oid = 'webhook_in
 SELECT polname, polcmd, polroles::regrole[] AS roles, pg_get_expr(polqual, polrelid) AS qual
   FROM pg_policy WHERE polrelid = 'webhook_ingest.jobs'::regclass ORDER BY polname;
 SELECT tgname FROM pg_trigger WHERE tgrelid = 'webhook_ingest.sources'::regclass AND NOT tgisinternal ORDER BY 1;
+-- what pg_dump dumps of the extension's tables (and the job id sequence), and with which filter
+SELECT c.relid::regclass AS config, c.cond
+  FROM pg_extension e, unnest(e.extconfig, e.extcondition) AS c(relid, cond)
+ WHERE e.extname = 'webhook_ingest' ORDER BY c.relid::regclass::text COLLATE "C";
+-- a job inserted as running (restored from a dump) is pending and due at once
+SELECT tgname, pg_get_triggerdef(oid) FROM pg_trigger
+ WHERE tgrelid = 'webhook_ingest.jobs'::regclass AND NOT tgisinternal;
+BEGIN;
+INSERT INTO webhook_ingest.jobs (source, external_id, state, attempts, lease_until, worker_pid)
+VALUES ('up', 'restored', 'running', 3, now() + interval '1 hour', pg_backend_pid());
+SELECT state, attempts, lease_until, worker_pid, next_attempt_at <= now() AS due, last_error
+  FROM webhook_ingest.jobs WHERE external_id = 'restored';
+ROLLBACK;
 SELECT p.oid::regprocedure AS function, p.prosecdef
   FROM pg_proc p WHERE p.pronamespace = 'webhook_ingest'::regnamespace AND p.prokind = 'f'
    AND p.proname !~ '^_' ORDER BY 1::text;

@@ -49,7 +49,7 @@ RESET ROLE;
 SELECT p.oid::regprocedure AS security_definer, p.proconfig
   FROM pg_proc p
  WHERE p.pronamespace = 'webhook_ingest'::regnamespace AND p.prosecdef
- ORDER BY 1::text;
+ ORDER BY p.oid::regprocedure::text COLLATE "C";
 SELECT p.oid::regprocedure AS unpinned
   FROM pg_proc p
  WHERE p.pronamespace = 'webhook_ingest'::regnamespace AND p.prosecdef
