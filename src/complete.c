@@ -56,16 +56,6 @@ static int	lsn_backlog_len = 0;
 static int64 lsn_left[WI_LSN_BACKLOG_MAX];	/* what the last write left, while it runs */
 static int	lsn_left_len = 0;
 
-static Datum
-id_array(int64 *ids, int n)
-{
-	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
-
-	for (int i = 0; i < n; i++)
-		elems[i] = Int64GetDatum(ids[i]);
-	return PointerGetDatum(construct_array(elems, n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-}
-
 static Transfer *
 find_transfer(List *batch, int64 job_id)
 {
@@ -99,7 +89,7 @@ lock_batch(List *batch)
 		t->outcome = WI_OUTCOME_DEFERRED;	/* until its row is found below */
 		ids[n++] = t->job_id;
 	}
-	args[0] = id_array(ids, n);
+	args[0] = wi_id_array(ids, n);
 	if (wi_run_replanned(&lock_plan,
 						 "SELECT j.id, j.attempts, j.state::text = 'running' FROM webhook_ingest.jobs j"
 						 " WHERE j.id = ANY ($1) FOR NO KEY UPDATE SKIP LOCKED",
@@ -123,7 +113,7 @@ lock_batch(List *batch)
 	foreach(lc, batch)
 		if (((Transfer *) lfirst(lc))->outcome == WI_OUTCOME_DEFERRED)
 			ids[n++] = ((Transfer *) lfirst(lc))->job_id;
-	args[0] = id_array(ids, n);
+	args[0] = wi_id_array(ids, n);
 	if (wi_run_replanned(&probe_plan,
 						 "SELECT j.id, j.attempts FROM webhook_ingest.jobs j"
 						 " WHERE j.id = ANY ($1) AND j.state::text = 'running'",
@@ -495,7 +485,7 @@ write_done_lsn(void *arg)
 	static SPIPlanPtr plan = NULL;
 	static SPIPlanPtr left_plan = NULL;
 	Oid			types[2] = {PG_LSNOID, INT8ARRAYOID};
-	Datum		args[2] = {LSNGetDatum(d->lsn), id_array(d->ids, d->n)};
+	Datum		args[2] = {LSNGetDatum(d->lsn), wi_id_array(d->ids, d->n)};
 
 	pgstat_report_activity(STATE_RUNNING, "webhook_ingest: recording the commit LSN of done jobs");
 	(void) set_config_option("synchronous_commit", "off", PGC_SUSET, PGC_S_SESSION, GUC_ACTION_LOCAL,

@@ -216,14 +216,7 @@ wi_reclaim_expired(TimestampTz from, const int64 *given_up, int ngiven_up)
 {
 	static SPIPlanPtr plan = NULL;
 	Oid			types[2] = {TIMESTAMPTZOID, INT8ARRAYOID};
-	Datum		args[2];
-	Datum	   *ids = palloc(sizeof(Datum) * Max(ngiven_up, 1));
-
-	for (int i = 0; i < ngiven_up; i++)
-		ids[i] = Int64GetDatum(given_up[i]);
-	args[0] = TimestampTzGetDatum(from);
-	args[1] = PointerGetDatum(construct_array(ids, ngiven_up, INT8OID, sizeof(int64), FLOAT8PASSBYVAL,
-											  TYPALIGN_DOUBLE));
+	Datum		args[2] = {TimestampTzGetDatum(from), wi_id_array(given_up, ngiven_up)};
 
 	return wi_run_alone("webhook_ingest: reclaiming expired leases", &plan,
 					 "WITH expired AS ("

@@ -11,7 +11,9 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/pg_type.h"
 #include "pgstat.h"
+#include "utils/array.h"
 #include "utils/elog.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
@@ -89,6 +91,17 @@ wi_abort_if_lock_timeout(MemoryContext keep, const char *activity)
 		last_logged = now;
 	FreeErrorData(e);
 	return true;
+}
+
+/* An int8[] of ids, for a statement's parameter. */
+Datum
+wi_id_array(const int64 *ids, int n)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		elems[i] = Int64GetDatum(ids[i]);
+	return PointerGetDatum(construct_array(elems, n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 }
 
 static int

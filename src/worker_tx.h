@@ -11,6 +11,7 @@
 
 extern void wi_begin_tx(void);
 extern void wi_end_tx(void);
+extern Datum wi_id_array(const int64 *ids, int n);
 extern bool wi_abort_if_lock_timeout(MemoryContext keep, const char *activity);
 extern int	wi_run_cached(SPIPlanPtr *plan, const char *sql, int nargs, Oid *types, Datum *args,
 						  const char *nulls, bool read_only);
