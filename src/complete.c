@@ -49,6 +49,13 @@
 #include "verdict.h"
 #include "worker_tx.h"
 
+/*
+ * A batch stops taking jobs once it has run this long; the rest wait for the
+ * next one, so slow handlers cannot hold every transfer's completion (and
+ * the commit that makes them visible) behind a whole batch.
+ */
+#define WI_BATCH_BUDGET_MS	200
+
 /* Done jobs whose done_lsn could not be written yet (their row was locked). */
 #define WI_LSN_BACKLOG_MAX	4096
 static int64 lsn_backlog[WI_LSN_BACKLOG_MAX];
@@ -378,7 +385,7 @@ handler_failure(Transfer *t, ErrorData *e, bool gone, double handler_ms)
 
 	if (wi_handler_timed_out(e, handler_ms))
 		return psprintf("%s: cancelled after webhook_ingest.handler_timeout (%d ms)", what, wi_handler_timeout_ms);
-	return psprintf("%s: %s", what, e->message);
+	return psprintf("%s: %s", what, e->message);	/* clipped right after CopyErrorData */
 }
 
 /* Step 2 for one job whose row this transaction holds. */
@@ -422,6 +429,14 @@ complete_one(Transfer *t, WiCounters *counters)
 		e = CopyErrorData();
 		FlushErrorState();
 		RollbackAndReleaseCurrentSubTransaction();
+		/* A handler's message can be any size: keep a bounded part, and free the rest now. */
+		if (e->message && strlen(e->message) > WI_HANDLER_ERROR_BYTES)
+		{
+			char	   *whole = e->message;
+
+			e->message = wi_clip_to(whole, (int) strlen(whole), WI_HANDLER_ERROR_BYTES);
+			pfree(whole);
+		}
 		MemoryContextSwitchTo(before);
 		CurrentResourceOwner = owner;
 		counters->handler_errors++;
@@ -440,6 +455,19 @@ typedef struct Batch
 	WiCounters *counters;
 } Batch;
 
+/*
+ * Between two jobs of a batch, let curl read what arrived meanwhile and
+ * start what is due: transfers in flight are not left unserved for a whole
+ * batch of handlers (curl's callbacks touch no database state).
+ */
+static void
+serve_transfers(void)
+{
+	wi_http_on_sockets();
+	if (wi_http_timeout_ms() == 0)
+		wi_http_on_timer();
+}
+
 static void
 complete_batch(void *arg)
 {
@@ -447,6 +475,9 @@ complete_batch(void *arg)
 	MemoryContext batch = CurrentMemoryContext;
 	MemoryContext per_job = AllocSetContextCreate(batch, "webhook_ingest job", ALLOCSET_DEFAULT_SIZES);
 	ListCell   *lc;
+
+	TimestampTz started = GetCurrentTimestamp();
+	bool		out_of_time = false;
 
 	lock_batch(b->transfers);
 	decide_notify();
@@ -456,10 +487,17 @@ complete_batch(void *arg)
 
 		if (t->outcome != WI_OUTCOME_NONE)
 			continue;
+		if (out_of_time)
+		{
+			t->outcome = WI_OUTCOME_DEFERRED;	/* the next batch's */
+			continue;
+		}
 		MemoryContextSwitchTo(per_job);
 		complete_one(t, b->counters);
 		MemoryContextSwitchTo(batch);
 		MemoryContextReset(per_job);
+		serve_transfers();
+		out_of_time = TimestampDifferenceExceeds(started, GetCurrentTimestamp(), WI_BATCH_BUDGET_MS);
 	}
 }
 

@@ -9,8 +9,11 @@
 
 #include "nodes/pg_list.h"
 
+struct Transfer;
+
 extern void wi_crash_guard_start(void);
-extern bool wi_crash_guard_is_suspect(int64 job_id);
+extern void wi_crash_guard_postmaster_terminated(void);
+extern bool wi_crash_guard_must_go_alone(struct Transfer *t);
 extern void wi_crash_guard_completing(List *batch);
 extern void wi_crash_guard_completed(List *batch);
 

@@ -16,14 +16,17 @@
 #include "access/htup_details.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_proc.h"
+#include "commands/trigger.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "storage/latch.h"
 #include "storage/lock.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
+#include "utils/portal.h"
 #include "utils/regproc.h"
 #include "utils/syscache.h"
 #include "utils/timeout.h"
@@ -38,6 +41,33 @@ static char *handler_search_path = NULL;
 static bool refused = false;
 
 /*
+ * The hard deadline: a handler that swallows handler_timeout's cancel (an
+ * EXCEPTION WHEN query_canceled block) and runs on is stopped the only way
+ * PL code cannot catch - the worker exits, and the crash guard counts it
+ * against the job.  It comes handler_timeout plus this grace (at most 1 s)
+ * after the call started.
+ */
+#define WI_HARD_DEADLINE_GRACE_MS	1000
+static TimeoutId hard_deadline = MAX_TIMEOUTS;
+static volatile sig_atomic_t hard_deadline_hit = false;
+
+static void
+hard_deadline_reached(void)
+{
+	hard_deadline_hit = true;
+	ProcDiePending = true;
+	InterruptPending = true;
+	SetLatch(MyLatch);
+}
+
+/* Did a handler run past its hard deadline (the worker is exiting for it)? */
+bool
+wi_handler_killed_worker(void)
+{
+	return hard_deadline_hit;
+}
+
+/*
  * Remember the search_path this database gives a new session, before the
  * worker narrows its own to pg_catalog.
  */
@@ -46,6 +76,7 @@ wi_handler_remember_search_path(void)
 {
 	handler_search_path = MemoryContextStrdup(TopMemoryContext,
 											  GetConfigOption("search_path", false, false));
+	hard_deadline = RegisterTimeout(USER_TIMEOUT, hard_deadline_reached);
 }
 
 /*
@@ -111,6 +142,25 @@ invoke(Oid handler, Datum *args, const bool *nulls)
 }
 
 /*
+ * What a handler leaves in its transaction besides settings, undone before
+ * the next job's: SET CONSTRAINTS (back to all immediate - a deferred
+ * trigger cannot be queued in a security-restricted operation anyway) and
+ * the cursors it left open.
+ */
+static void
+reset_transaction_state(void)
+{
+	ConstraintsSetStmt all_immediate;
+
+	memset(&all_immediate, 0, sizeof(all_immediate));
+	all_immediate.type = T_ConstraintsSetStmt;
+	all_immediate.constraints = NIL;
+	all_immediate.deferred = false;
+	AfterTriggerSetState(&all_immediate);
+	PortalHashTableDeleteAll();
+}
+
+/*
  * Call handler(external_id, details, payload) as its owner.  Errors
  * propagate to the caller's subtransaction, whose abort restores the user
  * and the settings.
@@ -122,6 +172,7 @@ wi_call_handler(Oid handler, Datum *args, const bool *nulls)
 	int			save_sec_context;
 	int			nest_level;
 	Oid			owner;
+	TimestampTz started;
 
 	refused = false;
 	owner = handler_owner(handler);
@@ -132,7 +183,9 @@ wi_call_handler(Oid handler, Datum *args, const bool *nulls)
 	nest_level = NewGUCNestLevel();
 	(void) set_config_option("search_path", handler_search_path, PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
+	started = GetCurrentTimestamp();
 	enable_timeout_after(STATEMENT_TIMEOUT, wi_handler_timeout_ms);
+	enable_timeout_after(hard_deadline, wi_handler_timeout_ms + Min(wi_handler_timeout_ms, WI_HARD_DEADLINE_GRACE_MS));
 	PG_TRY();
 	{
 		invoke(handler, args, nulls);
@@ -140,12 +193,19 @@ wi_call_handler(Oid handler, Datum *args, const bool *nulls)
 	PG_FINALLY();
 	{
 		disable_timeout(STATEMENT_TIMEOUT, false);
+		disable_timeout(hard_deadline, false);
 	}
 	PG_END_TRY();
 
 	/* A cancel the timer raised just as the handler returned is moot now. */
 	if (get_timeout_indicator(STATEMENT_TIMEOUT, true))
 		QueryCancelPending = false;
+	/* One that caught the cancel and returned late still failed: roll it back. */
+	if (TimestampDifferenceExceeds(started, GetCurrentTimestamp(), wi_handler_timeout_ms))
+		ereport(ERROR,
+				(errcode(ERRCODE_QUERY_CANCELED),
+				 errmsg("handler ran past webhook_ingest.handler_timeout")));
+	reset_transaction_state();
 
 	/* Every setting the handler changed, even for the session, is undone. */
 	AtEOXact_GUC(false, nest_level);

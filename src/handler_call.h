@@ -12,5 +12,6 @@ extern void wi_call_handler(Oid handler, Datum *args, const bool *nulls);
 extern bool wi_handler_was_refused(void);
 extern bool wi_handler_timed_out(ErrorData *e, double elapsed_ms);
 extern void wi_handler_end_job(void);
+extern bool wi_handler_killed_worker(void);
 
 #endif							/* WI_HANDLER_CALL_H */

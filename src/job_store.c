@@ -257,6 +257,55 @@ wi_purge_events(int max_pages)
 	return n;
 }
 
+typedef struct ActiveJobs
+{
+	const int64 *ids;
+	int			n;
+	bool		held_here;		/* only those running under this worker's pid */
+	int64	   *active;
+	int			nactive;
+} ActiveJobs;
+
+static void
+active_jobs(void *arg)
+{
+	static SPIPlanPtr plan = NULL;
+	ActiveJobs *a = (ActiveJobs *) arg;
+	Oid			types[2] = {INT8ARRAYOID, BOOLOID};
+	Datum		args[2] = {wi_id_array(a->ids, a->n), BoolGetDatum(a->held_here)};
+
+	if (wi_run_replanned(&plan,
+						 "SELECT j.id FROM webhook_ingest.jobs j"
+						 " WHERE j.id = ANY ($1) AND j.state = ANY ('{pending,running}'::webhook_ingest.job_state[])"
+						 "   AND (NOT $2 OR (j.state = 'running' AND j.worker_pid = pg_backend_pid()))",
+						 2, types, args, NULL) != SPI_OK_SELECT)
+		elog(ERROR, "could not look up jobs");
+	for (uint64 i = 0; i < SPI_processed && a->nactive < a->n; i++)
+	{
+		bool		isnull;
+
+		a->active[a->nactive++] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1,
+															  &isnull));
+	}
+}
+
+/*
+ * Which of these n jobs are pending or running (held_here: running under
+ * this worker's pid): into active; how many.
+ */
+int
+wi_active_jobs(const int64 *ids, int n, bool held_here, int64 *active)
+{
+	ActiveJobs	a = {ids, n, held_here, active, 0};
+
+	if (!wi_in_tx("webhook_ingest: looking up suspects of a crash", active_jobs, &a))
+	{
+		memcpy(active, ids, sizeof(int64) * n);	/* could not tell: keep them all */
+		return n;
+	}
+	return a.nactive;
+}
+
 static struct curl_slist *
 headers_list(Jsonb *headers)
 {

@@ -33,7 +33,14 @@ PG_FUNCTION_INFO_V1(webhook_ingest_check_source);
 char *
 wi_clip(const char *s, int len)
 {
-	int			cut = pg_mbcliplen(s, len, WI_ECHO_BYTES);
+	return wi_clip_to(s, len, WI_ECHO_BYTES);
+}
+
+/* The same, at most max bytes (for what is stored rather than echoed). */
+char *
+wi_clip_to(const char *s, int len, int max)
+{
+	int			cut = pg_mbcliplen(s, len, max);
 
 	return psprintf("%.*s%s", cut, s, cut < len ? "..." : "");
 }

@@ -72,9 +72,13 @@ extern void wi_register_worker(void);
 /* Most bytes of an input an error message quotes (wi_clip). */
 #define WI_ECHO_BYTES			100
 
+/* Most bytes of a handler's error message kept in last_error and the log. */
+#define WI_HANDLER_ERROR_BYTES	1000
+
 /* validate.c */
 extern void wi_check_not_null(bool isnull, const char *what);
 extern char *wi_clip(const char *s, int len);
+extern char *wi_clip_to(const char *s, int len, int max);
 extern char *wi_clip_text(text *t);
 extern void wi_check_id(const char *what, const char *value, int len);
 

@@ -9,6 +9,7 @@
 #include "postgres.h"
 
 #include <limits.h>
+#include <signal.h>
 #include <sys/resource.h>
 
 #include "access/xact.h"
@@ -46,7 +47,7 @@ wi_register_worker(void)
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
 	/* Not on a standby: the postmaster starts it once recovery has ended. */
 	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = 5;
+	worker.bgw_restart_time = 1;
 	snprintf(worker.bgw_library_name, BGW_MAXLEN, "webhook_ingest");
 	snprintf(worker.bgw_function_name, BGW_MAXLEN, "webhook_ingest_worker_main");
 	snprintf(worker.bgw_name, BGW_MAXLEN, "webhook_ingest worker");
@@ -93,6 +94,32 @@ wait_for(long timeout_ms)
 		ConfigReloadPending = false;
 		ProcessConfigFile(PGC_SIGHUP);
 	}
+}
+
+/*
+ * SIGTERM: die(), as any backend; and remember whether the postmaster sent
+ * it (a shutdown), for the crash guard - a handler that terminates its own
+ * backend sends it too, and that one is the job's fault.
+ */
+static void
+handle_sigterm(int signo, siginfo_t *info, void *context)
+{
+	if (info != NULL && info->si_pid == PostmasterPid)
+		wi_crash_guard_postmaster_terminated();
+	die(signo);
+}
+
+static void
+catch_sigterm(void)
+{
+	struct sigaction act;
+
+	memset(&act, 0, sizeof(act));
+	act.sa_sigaction = handle_sigterm;
+	act.sa_flags = SA_SIGINFO | SA_RESTART;
+	sigemptyset(&act.sa_mask);
+	if (sigaction(SIGTERM, &act, NULL) != 0)
+		pqsignal(SIGTERM, die);
 }
 
 /* Until the extension exists here, at this library's version. */
@@ -173,7 +200,7 @@ webhook_ingest_worker_main(Datum arg)
 	int			fd_cap;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, die);
+	catch_sigterm();
 	BackgroundWorkerUnblockSignals();
 
 	BackgroundWorkerInitializeConnection(wi_database, NULL, 0);

@@ -166,6 +166,8 @@ free_transfer(Transfer *t)
 	pfree(t);
 }
 
+static void abandon(WorkerLoop *loop, Transfer *t);
+
 /* Append in the job context, where the lists of Transfers live. */
 static List *
 keep(WorkerLoop *loop, List *list, void *t)
@@ -225,8 +227,10 @@ housekeeping(WorkerLoop *loop)
 		TimestampTz lease_from = (loop->lease_rounds++ % WI_FULL_SCAN_ROUNDS == 0) ? DT_NOBEGIN :
 			scan_start(loop->last_lease_check);
 
-		if (wi_reclaim_expired(lease_from, loop->abandoned, Min(loop->nabandoned, WI_MAX_ABANDONED)) > 0)
+		if (wi_reclaim_expired(lease_from, loop->abandoned, loop->nabandoned) > 0)
 			loop->claim_now = true;
+		if (loop->nabandoned > 0)
+			loop->nabandoned = wi_active_jobs(loop->abandoned, loop->nabandoned, true, loop->abandoned);
 		loop->last_lease_check = now;
 		(void) wi_park_paused();
 		wi_retry_done_lsn();
@@ -263,9 +267,9 @@ poll_if_due(WorkerLoop *loop)
 static void
 forget_abandoned(WorkerLoop *loop, int64 job_id)
 {
-	for (int i = 0; i < Min(loop->nabandoned, WI_MAX_ABANDONED); i++)
+	for (int i = 0; i < loop->nabandoned; i++)
 		if (loop->abandoned[i] == job_id)
-			loop->abandoned[i] = 0;
+			loop->abandoned[i--] = loop->abandoned[--loop->nabandoned];
 }
 
 /* Claim as many due jobs as there are free slots, and start their fetches. */
@@ -278,8 +282,9 @@ refill(WorkerLoop *loop)
 	List	   *claimed;
 	ListCell   *lc;
 
+	/* Deferred results hold no slot: an application holding rows locked must not starve the rest. */
 	capacity = wi_enabled ? Min(wi_max_concurrent_requests, loop->fd_cap) - wi_http_in_flight() -
-		list_length(loop->finished) - list_length(loop->deferred) : 0;
+		list_length(loop->finished) : 0;
 	if (!loop->claim_now || capacity <= 0)
 		return;
 	before = GetCurrentTimestamp();
@@ -315,7 +320,7 @@ refill(WorkerLoop *loop)
 static bool
 must_go_alone(Transfer *t)
 {
-	return t->errors > 0 || wi_crash_guard_is_suspect(t->job_id);
+	return t->errors > 0 || wi_crash_guard_must_go_alone(t);
 }
 
 /*
@@ -378,6 +383,33 @@ complete_finished(WorkerLoop *loop)
 	}
 }
 
+/*
+ * Results waiting for a row lock are kept up to max_concurrent_requests of
+ * them; past that the oldest are given up (an application holding that many
+ * rows locked delays those jobs until their leases expire, not the worker).
+ */
+static void
+bound_deferred(WorkerLoop *loop)
+{
+	static TimestampTz last_logged = 0;
+	int			dropped = 0;
+
+	while (list_length(loop->deferred) > wi_max_concurrent_requests)
+	{
+		abandon(loop, (Transfer *) linitial(loop->deferred));
+		loop->deferred = list_delete_first(loop->deferred);
+		dropped++;
+	}
+	if (dropped > 0 && TimestampDifferenceExceeds(last_logged, GetCurrentTimestamp(), 10000))
+	{
+		ereport(WARNING,
+				(errmsg("webhook_ingest worker: gave up the results of %d jobs whose rows other sessions hold locked",
+						dropped),
+				 errdetail("They are fetched again once their leases expire.")));
+		last_logged = GetCurrentTimestamp();
+	}
+}
+
 /* Complete what has finished, and what waited for a row lock. */
 static bool
 complete(WorkerLoop *loop)
@@ -399,6 +431,7 @@ complete(WorkerLoop *loop)
 	if (loop->finished == NIL)
 		return false;
 	complete_finished(loop);
+	bound_deferred(loop);
 	loop->next_deferred_try = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wi_lock_timeout_ms);
 	/* Slots are free, and refetches may be due now. */
 	loop->claim_now = true;
@@ -451,14 +484,18 @@ wi_loop_pass(WorkerLoop *loop)
 	wait_for_events(loop);
 }
 
+/* Give a finished transfer up: its job goes back to the queue when its lease expires. */
 static void
 abandon(WorkerLoop *loop, Transfer *t)
 {
-	ereport(WARNING,
-			(errmsg("webhook_ingest worker: giving up completing job %lld after %d errors",
-					(long long) t->job_id, t->errors),
-			 errdetail("The lease check takes the job back once its lease has expired.")));
-	loop->abandoned[loop->nabandoned++ % WI_MAX_ABANDONED] = t->job_id;
+	if (loop->nabandoned == loop->abandoned_size)
+	{
+		loop->abandoned_size = Max(64, loop->abandoned_size * 2);
+		loop->abandoned = loop->abandoned ?
+			repalloc(loop->abandoned, sizeof(int64) * loop->abandoned_size) :
+			MemoryContextAlloc(loop->job_cxt, sizeof(int64) * loop->abandoned_size);
+	}
+	loop->abandoned[loop->nabandoned++] = t->job_id;
 	free_transfer(t);
 }
 
@@ -482,7 +519,13 @@ wi_loop_recover(WorkerLoop *loop)
 		Transfer   *t = (Transfer *) lfirst(lc);
 
 		if (i++ < loop->completing && ++t->errors >= WI_MAX_COMPLETION_ERRORS)
+		{
+			ereport(WARNING,
+					(errmsg("webhook_ingest worker: giving up completing job %lld after %d errors",
+							(long long) t->job_id, t->errors),
+					 errdetail("The lease check takes the job back once its lease has expired.")));
 			abandon(loop, t);
+		}
 		else
 			keep_list = lappend(keep_list, t);
 	}

@@ -13,9 +13,6 @@
 
 #include "webhook_ingest.h"
 
-/* Jobs given up after errors, remembered for the lease check (a ring). */
-#define WI_MAX_ABANDONED	256
-
 typedef struct WorkerLoop
 {
 	MemoryContext job_cxt;		/* Transfers and the lists of them */
@@ -43,8 +40,9 @@ typedef struct WorkerLoop
 	int			completing;		/* how many at the head of finished are being completed */
 	List	   *deferred;		/* their rows were locked by another session */
 	TimestampTz next_deferred_try;
-	int64		abandoned[WI_MAX_ABANDONED];
+	int64	   *abandoned;		/* jobs given up, for the lease check to take back */
 	int			nabandoned;
+	int			abandoned_size;
 } WorkerLoop;
 
 extern void wi_loop_init(WorkerLoop *loop, int fd_cap);
