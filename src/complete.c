@@ -56,6 +56,9 @@
  */
 #define WI_BATCH_BUDGET_MS	200
 
+/* How often curl is served between the jobs of a batch. */
+#define WI_SERVE_EVERY_MS	10
+
 /* Done jobs whose done_lsn could not be written yet (their row was locked). */
 #define WI_LSN_BACKLOG_MAX	4096
 static int64 lsn_backlog[WI_LSN_BACKLOG_MAX];
@@ -461,11 +464,17 @@ typedef struct Batch
  * batch of handlers (curl's callbacks touch no database state).
  */
 static void
-serve_transfers(void)
+serve_transfers(TimestampTz *last_served)
 {
+	TimestampTz now = GetCurrentTimestamp();
+
+	/* Often enough that no response waits long, rarely enough to cost nothing. */
+	if (!TimestampDifferenceExceeds(*last_served, now, WI_SERVE_EVERY_MS))
+		return;
 	wi_http_on_sockets();
 	if (wi_http_timeout_ms() == 0)
 		wi_http_on_timer();
+	*last_served = now;
 }
 
 static void
@@ -477,6 +486,7 @@ complete_batch(void *arg)
 	ListCell   *lc;
 
 	TimestampTz started = GetCurrentTimestamp();
+	TimestampTz last_served = started;
 	bool		out_of_time = false;
 
 	lock_batch(b->transfers);
@@ -496,7 +506,7 @@ complete_batch(void *arg)
 		complete_one(t, b->counters);
 		MemoryContextSwitchTo(batch);
 		MemoryContextReset(per_job);
-		serve_transfers();
+		serve_transfers(&last_served);
 		out_of_time = TimestampDifferenceExceeds(started, GetCurrentTimestamp(), WI_BATCH_BUDGET_MS);
 	}
 }
