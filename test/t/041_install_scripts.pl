@@ -22,11 +22,18 @@ my ($ret, $out, $err) = $node->psql('fresh', 'CREATE EXTENSION webhook_ingest');
 is($ret, 0, 'CREATE EXTENSION succeeds in a database other than webhook_ingest.database');
 is($node->safe_psql('fresh', q{SELECT extversion FROM pg_extension WHERE extname = 'webhook_ingest'}),
 	'0.3.0', 'a fresh install is 0.3.0');
+$node->safe_psql('upgraded', q{CREATE EXTENSION webhook_ingest VERSION '0.1.0'});
+# An old version: its worker waits (0.1.0's worker_status, one row, still works).
+ok($node->poll_query_until('upgraded',
+		q{SELECT state = 'waiting for ALTER EXTENSION webhook_ingest UPDATE' FROM webhook_ingest.worker_status}),
+	'at 0.1.0 the worker waits for ALTER EXTENSION UPDATE');
 $node->safe_psql('upgraded', q{
-	CREATE EXTENSION webhook_ingest VERSION '0.1.0';
 	ALTER EXTENSION webhook_ingest UPDATE TO '0.2.0';
 	ALTER EXTENSION webhook_ingest UPDATE TO '0.3.0';
 });
+ok($node->poll_query_until('upgraded',
+		q{SELECT state = 'disabled' FROM webhook_ingest.worker_status WHERE database = 'upgraded'}),
+	'once updated (no other step) the worker goes on at once');
 
 # What the extension is made of, as text that does not depend on OIDs.
 my @catalog = (
@@ -78,5 +85,6 @@ for my $sql (@catalog)
 	is($f, $u, "catalog query $i: a fresh install and an updated one are the same");
 }
 
+unlike(slurp_file($node->logfile), qr/FATAL/, 'no FATAL in the log: no extension, an old version, an update');
 $node->stop;
 done_testing();
