@@ -19,6 +19,8 @@
 #include "nodes/parsenodes.h"
 #include "pgstat.h"
 #include "storage/condition_variable.h"
+#include "storage/latch.h"
+#include "storage/procarray.h"
 #include "tcop/utility.h"
 #include "utils/timestamp.h"
 
@@ -122,7 +124,7 @@ block(Oid database)
 
 /* Ask the database's worker to stop; true while it (or its start) is there. */
 static bool
-ask_to_stop(Oid database)
+ask_to_stop(Oid database, pid_t *pid)
 {
 	WiSlot	   *slot;
 	Latch	   *latch = NULL;
@@ -134,6 +136,8 @@ ask_to_stop(Oid database)
 	{
 		slot->stop_requested = true;
 		latch = slot->worker_latch;
+		if (slot->worker_pid != 0)
+			*pid = slot->worker_pid;
 		busy = true;
 	}
 	SpinLockRelease(&wi_shared->mutex);
@@ -142,15 +146,31 @@ ask_to_stop(Oid database)
 	return busy;
 }
 
+/*
+ * The worker has left its slot; wait the few milliseconds until it has
+ * left the proc array too, which is what dropdb() counts.
+ */
+static void
+wait_for_proc_exit(pid_t pid, TimestampTz deadline)
+{
+	while (pid != 0 && BackendPidGetProc(pid) != NULL && GetCurrentTimestamp() < deadline)
+	{
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 2, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
 /* Block the database and wait until its worker is gone. */
 static void
 stop_worker_of(Oid database)
 {
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), WI_STOP_WAIT_MS);
+	pid_t		pid = 0;
 
 	block(database);
 	ConditionVariablePrepareToSleep(&wi_shared->slot_changed);
-	while (ask_to_stop(database))
+	while (ask_to_stop(database, &pid))
 	{
 		if (GetCurrentTimestamp() >= deadline)
 		{
@@ -163,6 +183,7 @@ stop_worker_of(Oid database)
 		CHECK_FOR_INTERRUPTS();
 	}
 	ConditionVariableCancelSleep();
+	wait_for_proc_exit(pid, deadline);
 }
 
 static bool
