@@ -337,6 +337,25 @@ ALTER FUNCTION webhook_ingest.enqueue(text, text, jsonb, text) SECURITY INVOKER;
 ALTER FUNCTION webhook_ingest.wait_for_job(bigint, interval) SECURITY INVOKER;
 
 /*
+ * The workers, as the launcher keeps them: one row per database with a
+ * worker (or one starting, or refused one by webhook_ingest.max_databases),
+ * from shared memory, the same from any database.
+ */
+DROP VIEW webhook_ingest.worker_status;
+DROP FUNCTION webhook_ingest._worker_status();
+CREATE FUNCTION webhook_ingest._worker_status(
+    OUT pid integer, OUT database text, OUT state text, OUT started_at timestamptz,
+    OUT in_flight integer, OUT claimed bigint, OUT fetched bigint, OUT succeeded bigint,
+    OUT retried bigint, OUT dead bigint, OUT handler_errors bigint, OUT bytes bigint,
+    OUT last_error text, OUT last_error_at timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'webhook_ingest_worker_status_all'
+LANGUAGE C VOLATILE STRICT;
+CREATE VIEW webhook_ingest.worker_status AS SELECT * FROM webhook_ingest._worker_status();
+COMMENT ON VIEW webhook_ingest.worker_status IS
+    'one row per database worker of the cluster: pid, database, state, transfers in flight, counters since it started, last error';
+
+/*
  * Privileges.  Nothing for PUBLIC.  The admin role reads every table and
  * view, writes sources (checked by sources_guard) and runs every operation;
  * it has no write privilege on jobs, events or documents.

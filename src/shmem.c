@@ -1,13 +1,18 @@
 /*
  * shmem.c
- *		Shared state between the worker and every backend: where the worker's
- *		latch is, the wake-up that enqueue() arms and a transaction callback
- *		fires at commit (never on rollback), the worker's status and
- *		counters that the worker_status view reads, and the condition
- *		variable wait_for_job() sleeps on.  The per-source statistics have
- *		their own piece (stats.c), requested and set up from here.
+ *		Shared state between the launcher, the workers and every backend: one
+ *		slot per database worker (keyed by database OID: its latch, status,
+ *		counters and the condition variable wait_for_job() sleeps on), the
+ *		launcher's latch, the databases the launcher is asked to look at, the
+ *		databases blocked while DROP/RENAME/TEMPLATE runs (utility.c), the
+ *		databases left without a worker by webhook_ingest.max_databases, and
+ *		the wake-ups armed by enqueue() and fired at commit (never on
+ *		rollback).  The per-source statistics have their own piece
+ *		(stats.c), requested and set up from here.
  */
 #include "postgres.h"
+
+#include <signal.h>
 
 #include "access/htup_details.h"
 #include "access/xact.h"
@@ -25,24 +30,14 @@
 #include "utils/timestamp.h"
 
 #include "webhook_ingest.h"
-
-typedef struct WiShared
-{
-	slock_t		mutex;
-	pid_t		worker_pid;		/* 0 when no worker runs */
-	Latch	   *worker_latch;	/* the worker's PGPROC latch, in shared memory */
-	Oid			database;
-	TimestampTz started_at;
-	char		state[64];
-	int			in_flight;
-	WiCounters	counters;
-	ConditionVariable jobs_finished;	/* broadcast when jobs turned done or dead */
-} WiShared;
+#include "shmem.h"
 
 PG_FUNCTION_INFO_V1(webhook_ingest_worker_status);
+PG_FUNCTION_INFO_V1(webhook_ingest_worker_status_all);
 PG_FUNCTION_INFO_V1(webhook_ingest_wake_worker_at_commit);
 
-static WiShared *wi_shared = NULL;
+WiShared   *wi_shared = NULL;
+static WiSlot *my_slot = NULL;	/* in a worker: its own slot */
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 #if PG_VERSION_NUM >= 150000
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
@@ -50,16 +45,34 @@ static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static bool wake_at_commit = false;
 static bool xact_callback_registered = false;
 
+static Size
+shared_size(void)
+{
+	return add_size(offsetof(WiShared, slots), mul_size(sizeof(WiSlot), wi_max_databases));
+}
+
 #if PG_VERSION_NUM >= 150000
 static void
 wi_shmem_request(void)
 {
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
-	RequestAddinShmemSpace(MAXALIGN(sizeof(WiShared)));
+	RequestAddinShmemSpace(MAXALIGN(shared_size()));
 	wi_stats_shmem_request();
 }
 #endif
+
+static void
+init_shared(void)
+{
+	memset(wi_shared, 0, shared_size());
+	SpinLockInit(&wi_shared->mutex);
+	wi_shared->nslots = wi_max_databases;
+	ConditionVariableInit(&wi_shared->any_jobs_finished);
+	ConditionVariableInit(&wi_shared->slot_changed);
+	for (int i = 0; i < wi_shared->nslots; i++)
+		ConditionVariableInit(&wi_shared->slots[i].jobs_finished);
+}
 
 static void
 wi_shmem_startup(void)
@@ -70,15 +83,9 @@ wi_shmem_startup(void)
 		prev_shmem_startup_hook();
 
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	wi_shared = ShmemInitStruct("webhook_ingest", sizeof(WiShared), &found);
+	wi_shared = ShmemInitStruct("webhook_ingest", shared_size(), &found);
 	if (!found)
-	{
-		SpinLockInit(&wi_shared->mutex);
-		wi_shared->worker_pid = 0;
-		wi_shared->worker_latch = NULL;
-		strlcpy(wi_shared->state, "not running", sizeof(wi_shared->state));
-		ConditionVariableInit(&wi_shared->jobs_finished);
-	}
+		init_shared();
 	wi_stats_shmem_startup();
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -91,40 +98,93 @@ wi_shmem_init(void)
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = wi_shmem_request;
 #else
-	RequestAddinShmemSpace(MAXALIGN(sizeof(WiShared)));
+	RequestAddinShmemSpace(MAXALIGN(shared_size()));
 	wi_stats_shmem_request();
 #endif
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = wi_shmem_startup;
 }
 
+/* The slot of a database, or NULL; the caller holds the mutex. */
+WiSlot *
+wi_slot_of(Oid database)
+{
+	for (int i = 0; i < wi_shared->nslots; i++)
+		if (wi_shared->slots[i].database == database)
+			return &wi_shared->slots[i];
+	return NULL;
+}
+
 static void
 forget_worker(int code, Datum arg)
 {
 	SpinLockAcquire(&wi_shared->mutex);
-	if (wi_shared->worker_pid == MyProcPid)
-	{
-		wi_shared->worker_pid = 0;
-		wi_shared->worker_latch = NULL;
-		strlcpy(wi_shared->state, "not running", sizeof(wi_shared->state));
-		wi_shared->in_flight = 0;
-	}
+	my_slot->worker_pid = 0;
+	my_slot->worker_latch = NULL;
+	my_slot->in_flight = 0;
 	SpinLockRelease(&wi_shared->mutex);
+	ConditionVariableBroadcast(&wi_shared->slot_changed);
+	if (wi_shared->launcher_latch)
+		SetLatch(wi_shared->launcher_latch);
 }
 
-/* The worker announces itself; its entry is cleared when it exits. */
-void
+/*
+ * The worker takes the slot the launcher reserved for its database.  False
+ * when there is none (a launcher of before a restart) or it is to stop.
+ */
+bool
 wi_shmem_register_worker(void)
 {
+	WiSlot	   *slot;
+	bool		ok;
+
 	SpinLockAcquire(&wi_shared->mutex);
-	wi_shared->worker_pid = MyProcPid;
-	wi_shared->worker_latch = MyLatch;
-	wi_shared->database = MyDatabaseId;
-	wi_shared->started_at = GetCurrentTimestamp();
-	memset(&wi_shared->counters, 0, sizeof(WiCounters));
-	wi_shared->in_flight = 0;
+	slot = wi_slot_of(MyDatabaseId);
+	ok = slot != NULL && slot->worker_pid == 0 && !slot->stop_requested;
+	if (ok)
+	{
+		slot->worker_pid = MyProcPid;
+		slot->worker_latch = MyLatch;
+		slot->starting = false;
+		slot->exit_reason = WI_EXIT_UNEXPECTED;
+		slot->started_at = GetCurrentTimestamp();
+		memset(&slot->counters, 0, sizeof(WiCounters));
+		slot->in_flight = 0;
+		strlcpy(slot->state, "starting", sizeof(slot->state));
+	}
+	else if (slot != NULL && slot->worker_pid == 0)
+		slot->starting = false;
 	SpinLockRelease(&wi_shared->mutex);
+	if (!ok)
+	{
+		ConditionVariableBroadcast(&wi_shared->slot_changed);
+		return false;
+	}
+	my_slot = slot;
 	on_shmem_exit(forget_worker, (Datum) 0);
+	return true;
+}
+
+/* Has the launcher or a DROP DATABASE asked this worker to stop? */
+bool
+wi_shmem_stop_requested(void)
+{
+	bool		stop;
+
+	SpinLockAcquire(&wi_shared->mutex);
+	stop = my_slot->stop_requested;
+	SpinLockRelease(&wi_shared->mutex);
+	return stop;
+}
+
+/* The worker says why it exits cleanly, for the launcher. */
+void
+wi_shmem_set_exit_reason(WiExitReason reason, const char *state)
+{
+	SpinLockAcquire(&wi_shared->mutex);
+	my_slot->exit_reason = reason;
+	strlcpy(my_slot->state, state, sizeof(my_slot->state));
+	SpinLockRelease(&wi_shared->mutex);
 }
 
 /* The worker publishes what it is doing; readers copy it under the spinlock. */
@@ -132,76 +192,165 @@ void
 wi_shmem_publish(const char *state, int in_flight, const WiCounters *counters)
 {
 	SpinLockAcquire(&wi_shared->mutex);
-	strlcpy(wi_shared->state, state, sizeof(wi_shared->state));
-	wi_shared->in_flight = in_flight;
-	memcpy(&wi_shared->counters, counters, sizeof(WiCounters));
+	strlcpy(my_slot->state, state, sizeof(my_slot->state));
+	my_slot->in_flight = in_flight;
+	memcpy(&my_slot->counters, counters, sizeof(WiCounters));
+	SpinLockRelease(&wi_shared->mutex);
+}
+
+/* One row of worker_status from a copy of a slot. */
+static HeapTuple
+slot_row(TupleDesc desc, const WiSlot *copy)
+{
+	Datum		values[14];
+	bool		nulls[14] = {0};
+	char	   *dbname = get_database_name(copy->database);
+
+	values[0] = Int32GetDatum(copy->worker_pid);
+	nulls[0] = copy->worker_pid == 0;
+	values[1] = dbname ? CStringGetTextDatum(dbname) : (Datum) 0;
+	nulls[1] = dbname == NULL;
+	values[2] = CStringGetTextDatum(copy->state[0] ? copy->state : "not running");
+	values[3] = TimestampTzGetDatum(copy->started_at);
+	nulls[3] = copy->worker_pid == 0;
+	values[4] = Int32GetDatum(copy->in_flight);
+	values[5] = Int64GetDatum(copy->counters.claimed);
+	values[6] = Int64GetDatum(copy->counters.fetched);
+	values[7] = Int64GetDatum(copy->counters.succeeded);
+	values[8] = Int64GetDatum(copy->counters.retried);
+	values[9] = Int64GetDatum(copy->counters.dead);
+	values[10] = Int64GetDatum(copy->counters.handler_errors);
+	values[11] = Int64GetDatum(copy->counters.bytes);
+	values[12] = CStringGetTextDatum(copy->counters.last_error);
+	nulls[12] = copy->counters.last_error[0] == '\0';
+	values[13] = TimestampTzGetDatum(copy->counters.last_error_at);
+	nulls[13] = copy->counters.last_error_at == 0;
+	return heap_form_tuple(desc, values, nulls);
+}
+
+/* A copy of this database's slot, or an empty one. */
+static void
+copy_own_slot(WiSlot *copy)
+{
+	WiSlot	   *slot;
+
+	memset(copy, 0, sizeof(WiSlot));
+	copy->database = MyDatabaseId;
+	SpinLockAcquire(&wi_shared->mutex);
+	slot = wi_slot_of(MyDatabaseId);
+	if (slot)
+		memcpy(copy, slot, sizeof(WiSlot));
 	SpinLockRelease(&wi_shared->mutex);
 }
 
 /*
- * webhook_ingest.worker_status: one row from shared memory, no table read.
+ * webhook_ingest_worker_status: the 0.1.0 and 0.2.0 function, one row, this
+ * database's worker (until ALTER EXTENSION UPDATE).
  */
 Datum
 webhook_ingest_worker_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	desc;
-	Datum		values[14];
-	bool		nulls[14] = {0};
-	WiShared	copy;
-	char	   *dbname;
+	WiSlot		copy;
 
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
+	copy_own_slot(&copy);
+	PG_RETURN_DATUM(HeapTupleGetDatum(slot_row(desc, &copy)));
+}
+
+/*
+ * webhook_ingest.worker_status from 0.3.0: a row per database that has a
+ * worker, is starting one, or is refused one by max_databases.
+ */
+Datum
+webhook_ingest_worker_status_all(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	WiSlot	   *copies;
+	Oid			capped[WI_MAX_CAPPED];
+	int			ncapped;
+	int			n = 0;
+
+	InitMaterializedSRF(fcinfo, 0);
+	copies = palloc(sizeof(WiSlot) * wi_shared->nslots);
 	SpinLockAcquire(&wi_shared->mutex);
-	memcpy(&copy, wi_shared, sizeof(WiShared));
+	for (int i = 0; i < wi_shared->nslots; i++)
+		if (OidIsValid(wi_shared->slots[i].database))
+			memcpy(&copies[n++], &wi_shared->slots[i], sizeof(WiSlot));
+	ncapped = wi_shared->ncapped;
+	memcpy(capped, wi_shared->capped, sizeof(Oid) * ncapped);
 	SpinLockRelease(&wi_shared->mutex);
 
-	values[0] = Int32GetDatum(copy.worker_pid);
-	nulls[0] = copy.worker_pid == 0;
-	dbname = copy.worker_pid != 0 ? get_database_name(copy.database) : NULL;
-	values[1] = dbname ? CStringGetTextDatum(dbname) : (Datum) 0;
-	nulls[1] = dbname == NULL;
-	values[2] = CStringGetTextDatum(copy.state);
-	values[3] = TimestampTzGetDatum(copy.started_at);
-	nulls[3] = copy.worker_pid == 0;
-	values[4] = Int32GetDatum(copy.in_flight);
-	values[5] = Int64GetDatum(copy.counters.claimed);
-	values[6] = Int64GetDatum(copy.counters.fetched);
-	values[7] = Int64GetDatum(copy.counters.succeeded);
-	values[8] = Int64GetDatum(copy.counters.retried);
-	values[9] = Int64GetDatum(copy.counters.dead);
-	values[10] = Int64GetDatum(copy.counters.handler_errors);
-	values[11] = Int64GetDatum(copy.counters.bytes);
-	values[12] = CStringGetTextDatum(copy.counters.last_error);
-	nulls[12] = copy.counters.last_error[0] == '\0';
-	values[13] = TimestampTzGetDatum(copy.counters.last_error_at);
-	nulls[13] = copy.counters.last_error_at == 0;
-	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
+	for (int i = 0; i < n; i++)
+		tuplestore_puttuple(rsinfo->setResult, slot_row(rsinfo->setDesc, &copies[i]));
+	for (int i = 0; i < ncapped; i++)
+	{
+		WiSlot		row;
+
+		memset(&row, 0, sizeof(row));
+		row.database = capped[i];
+		snprintf(row.state, sizeof(row.state), "no worker: webhook_ingest.max_databases (%d) reached",
+				 wi_shared->nslots);
+		tuplestore_puttuple(rsinfo->setResult, slot_row(rsinfo->setDesc, &row));
+	}
+	return (Datum) 0;
 }
 
 /* The worker: jobs turned done (with their done_lsn) or dead. */
 void
 wi_shmem_jobs_finished(void)
 {
-	ConditionVariableBroadcast(&wi_shared->jobs_finished);
+	ConditionVariableBroadcast(&my_slot->jobs_finished);
+	ConditionVariableBroadcast(&wi_shared->any_jobs_finished);
 }
 
-/* wait_for_job(): what to sleep on. */
+/* wait_for_job(): what to sleep on (this database's worker's). */
 ConditionVariable *
 wi_shmem_jobs_finished_cv(void)
 {
-	return &wi_shared->jobs_finished;
+	ConditionVariable *cv = &wi_shared->any_jobs_finished;
+	WiSlot	   *slot;
+
+	SpinLockAcquire(&wi_shared->mutex);
+	slot = wi_slot_of(MyDatabaseId);
+	if (slot)
+		cv = &slot->jobs_finished;
+	SpinLockRelease(&wi_shared->mutex);
+	return cv;
 }
 
 static void
 wake_worker(void)
+{
+	Latch	   *latch = NULL;
+	WiSlot	   *slot;
+
+	if (wi_shared == NULL)
+		return;
+	SpinLockAcquire(&wi_shared->mutex);
+	slot = wi_slot_of(MyDatabaseId);
+	if (slot)
+		latch = slot->worker_latch;
+	SpinLockRelease(&wi_shared->mutex);
+	if (latch != NULL)
+		SetLatch(latch);
+}
+
+/* Ask the launcher to look at a database now (from any backend). */
+void
+wi_shmem_wake_launcher(Oid database)
 {
 	Latch	   *latch;
 
 	if (wi_shared == NULL)
 		return;
 	SpinLockAcquire(&wi_shared->mutex);
-	latch = wi_shared->worker_latch;
+	if (wi_shared->nlook < WI_MAX_LOOK)
+		wi_shared->look[wi_shared->nlook++] = database;
+	else
+		wi_shared->look_all = true;
+	latch = wi_shared->launcher_latch;
 	SpinLockRelease(&wi_shared->mutex);
 	if (latch != NULL)
 		SetLatch(latch);

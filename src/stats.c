@@ -6,6 +6,8 @@
  *		fetch duration), and a ring of the latest failed attempts.  The
  *		worker writes after each completion batch commits; the views
  *		queue_stats, latency and recent_failures read, never a table.
+ *		Entries are keyed by database as well: each database's views show
+ *		its own sources (and the catch-all slot for sources past the 64th).
  *
  *		Histogram buckets are a quarter of an octave wide, from 1 us up to
  *		2^32 us (71 minutes; longer lands in the last bucket), so a
@@ -55,6 +57,7 @@ typedef struct MinuteHistogram
 typedef struct SourceStats
 {
 	char		name[STAT_NAME_LEN];	/* "": free */
+	Oid			database;		/* whose source; InvalidOid: the catch-all */
 	int64		last_minute;
 	MinuteCounts counts[COUNT_MINUTES];
 	MinuteHistogram hist[HIST_MINUTES];
@@ -63,6 +66,7 @@ typedef struct SourceStats
 typedef struct Failure
 {
 	TimestampTz at;				/* 0: unused */
+	Oid			database;		/* of the worker that failed */
 	int64		job_id;
 	char		source[STAT_NAME_LEN];
 	char		external_id[128];
@@ -146,12 +150,14 @@ static SourceStats *
 source_slot(const char *source, int64 minute)
 {
 	SourceStats *free_slot = NULL;
+	bool		other = false;
 
 	for (int i = 0; i < STAT_SOURCES - 1; i++)
 	{
 		SourceStats *s = &stats->sources[i];
 
-		if (s->name[0] != '\0' && strncmp(s->name, source, STAT_NAME_LEN - 1) == 0)
+		if (s->name[0] != '\0' && s->database == MyDatabaseId &&
+			strncmp(s->name, source, STAT_NAME_LEN - 1) == 0)
 			return s;
 		if (free_slot == NULL && (s->name[0] == '\0' || s->last_minute <= minute - COUNT_MINUTES))
 			free_slot = s;
@@ -162,9 +168,11 @@ source_slot(const char *source, int64 minute)
 		if (strcmp(free_slot->name, OTHER_SOURCES) == 0)
 			return free_slot;
 		source = OTHER_SOURCES;
+		other = true;
 	}
 	memset(free_slot, 0, sizeof(SourceStats));
 	clip_copy(free_slot->name, source, STAT_NAME_LEN);
+	free_slot->database = other ? InvalidOid : MyDatabaseId;
 	return free_slot;
 }
 
@@ -234,6 +242,7 @@ wi_stats_failed(const char *source, TimestampTz now, int64 job_id, const char *e
 	else
 		c->retried++;
 	f->at = now;
+	f->database = MyDatabaseId;
 	f->job_id = job_id;
 	clip_copy(f->source, source, sizeof(f->source));
 	clip_copy(f->external_id, external_id, sizeof(f->external_id));
@@ -242,6 +251,13 @@ wi_stats_failed(const char *source, TimestampTz now, int64 job_id, const char *e
 	clip_copy(f->error, error, sizeof(f->error));
 	f->fetch_ms = fetch_ms;
 	f->dead = dead;
+}
+
+/* The views show this database's sources (and the catch-all slot). */
+static bool
+of_this_database(Oid database)
+{
+	return database == MyDatabaseId || database == InvalidOid;
 }
 
 /* Set up a materialized set-returning call (InitMaterializedSRF from 15 on). */
@@ -301,7 +317,7 @@ webhook_ingest_recent_counts(PG_FUNCTION_ARGS)
 		Datum		values[4];
 		bool		nulls[4] = {0};
 
-		if (s->name[0] == '\0')
+		if (s->name[0] == '\0' || !of_this_database(s->database))
 			continue;
 		for (int m = 0; m < COUNT_MINUTES; m++)
 		{
@@ -379,6 +395,8 @@ webhook_ingest_latency(PG_FUNCTION_ARGS)
 		memset(fetch_us, 0, sizeof(uint64) * HIST_BUCKETS);
 		LWLockAcquire(stats->lock, LW_SHARED);
 		strlcpy(name, s->name, sizeof(name));
+		if (!of_this_database(s->database))
+			name[0] = '\0';
 		for (int m = 0; name[0] != '\0' && m < HIST_MINUTES; m++)
 		{
 			MinuteHistogram *h = &s->hist[m];
@@ -427,7 +445,7 @@ webhook_ingest_recent_failures(PG_FUNCTION_ARGS)
 		Datum		values[9];
 		bool		nulls[9] = {0};
 
-		if (f->at == 0)
+		if (f->at == 0 || f->database != MyDatabaseId)
 			continue;
 		values[0] = TimestampTzGetDatum(f->at);
 		values[1] = Int64GetDatum(f->job_id);

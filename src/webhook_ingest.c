@@ -1,8 +1,8 @@
 /*
  * webhook_ingest.c
  *		Module entry point: refuses to load outside shared_preload_libraries,
- *		defines the extension's settings (GUCs), asks for shared memory and
- *		registers the background worker.
+ *		defines the extension's settings (GUCs), asks for shared memory,
+ *		installs the utility hook and registers the launcher.
  */
 #include "postgres.h"
 
@@ -20,6 +20,7 @@ PG_MODULE_MAGIC;
 int			wi_dedup_window = 7 * 24 * 60 * 60;
 int			wi_retention_s = 7 * 24 * 60 * 60;
 char	   *wi_database = NULL;
+int			wi_max_databases = 16;
 bool		wi_enabled = true;
 int			wi_max_concurrent_requests = 256;
 int			wi_max_host_connections = 256;
@@ -67,13 +68,20 @@ _PG_init(void)
 							NULL, NULL, NULL);
 
 	DefineCustomStringVariable("webhook_ingest.database",
-							   "Database the background worker connects to.",
-							   NULL,
+							   "Databases that get a worker: a name or a comma-separated list.",
+							   "Empty (the default): every database where the extension is installed.",
 							   &wi_database,
-							   "postgres",
-							   PGC_POSTMASTER,
-							   0,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_LIST_INPUT,
 							   NULL, NULL, NULL);
+	DefineCustomIntVariable("webhook_ingest.max_databases",
+							"Most databases with a worker at once.",
+							"Each worker is a background worker process: max_worker_processes must leave room for them and the launcher.",
+							&wi_max_databases,
+							16, 1, 1024,
+							PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
 	DefineCustomBoolVariable("webhook_ingest.enabled",
 							 "Whether the worker claims and fetches jobs.",
 							 "Off: the worker starts no new fetch and takes back no lease; enqueue is unaffected.",
@@ -169,5 +177,6 @@ _PG_init(void)
 #endif
 
 	wi_shmem_init();
-	wi_register_worker();
+	wi_utility_hook_install();
+	wi_register_launcher();
 }

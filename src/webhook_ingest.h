@@ -20,6 +20,7 @@
 /* GUC variables (webhook_ingest.c) */
 extern int	wi_dedup_window;
 extern char *wi_database;
+extern int	wi_max_databases;
 extern bool wi_enabled;
 extern int	wi_max_concurrent_requests;
 extern int	wi_max_host_connections;
@@ -48,9 +49,20 @@ typedef struct WiCounters
 	TimestampTz last_error_at;
 } WiCounters;
 
+/* Why a worker exited, for the launcher (shmem.c). */
+typedef enum WiExitReason
+{
+	WI_EXIT_UNEXPECTED = 0,		/* a crash or FATAL: restart with a back-off */
+	WI_EXIT_NO_EXTENSION,		/* not installed here: wait until CREATE EXTENSION */
+	WI_EXIT_STOPPED				/* asked to stop */
+} WiExitReason;
+
 /* shmem.c */
 extern void wi_shmem_init(void);
-extern void wi_shmem_register_worker(void);
+extern bool wi_shmem_register_worker(void);
+extern bool wi_shmem_stop_requested(void);
+extern void wi_shmem_set_exit_reason(WiExitReason reason, const char *state);
+extern void wi_shmem_wake_launcher(Oid database);
 extern void wi_shmem_publish(const char *state, int in_flight, const WiCounters *counters);
 extern void wi_wake_worker_at_commit(void);
 extern void wi_shmem_jobs_finished(void);
@@ -67,7 +79,16 @@ extern void wi_stats_failed(const char *source, TimestampTz now, int64 job_id, c
 							int attempt, int http_status, const char *error, double fetch_ms, bool dead);
 
 /* worker.c */
-extern void wi_register_worker(void);
+struct BackgroundWorker;
+extern void wi_worker_describe(struct BackgroundWorker *worker, Oid database);
+extern void wi_worker_stop_if_asked(void);
+
+/* launcher.c */
+extern void wi_register_launcher(void);
+extern bool wi_database_wanted(const char *name);
+
+/* utility.c */
+extern void wi_utility_hook_install(void);
 
 /* Most bytes of an input an error message quotes (wi_clip). */
 #define WI_ECHO_BYTES			100

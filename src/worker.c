@@ -1,8 +1,11 @@
 /*
  * worker.c
- *		The background worker's life: registration, signals, the connection,
- *		waiting for the extension (and, by its start time, for the end of
- *		recovery), taking over from a previous incarnation, then the loop
+ *		A database's background worker's life (the launcher, launcher.c,
+ *		starts one per database): what it is registered as, signals, the
+ *		connection to the database whose OID it is given, leaving cleanly
+ *		when the extension is not there or it is asked to stop, waiting for
+ *		an old version's update, taking over from a previous incarnation,
+ *		then the loop
  *		(worker_loop.c), one pass after another, with the error recovery that
  *		keeps transfers in flight when an ERROR escapes a pass.
  */
@@ -38,21 +41,37 @@ PGDLLEXPORT void webhook_ingest_worker_main(Datum arg);
 /* Sockets this process keeps for itself besides curl's. */
 #define WI_RESERVED_FDS		100
 
+/* A worker for one database: its OID travels in bgw_main_arg. */
 void
-wi_register_worker(void)
+wi_worker_describe(BackgroundWorker *worker, Oid database)
 {
-	BackgroundWorker worker;
+	memset(worker, 0, sizeof(*worker));
+	worker->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker->bgw_start_time = BgWorkerStart_RecoveryFinished;
+	/* The launcher restarts it, with a back-off. */
+	worker->bgw_restart_time = BGW_NEVER_RESTART;
+	worker->bgw_main_arg = ObjectIdGetDatum(database);
+	worker->bgw_notify_pid = MyProcPid;
+	snprintf(worker->bgw_library_name, BGW_MAXLEN, "webhook_ingest");
+	snprintf(worker->bgw_function_name, BGW_MAXLEN, "webhook_ingest_worker_main");
+	snprintf(worker->bgw_name, BGW_MAXLEN, "webhook_ingest worker for database %u", database);
+	snprintf(worker->bgw_type, BGW_MAXLEN, "webhook_ingest worker");
+}
 
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	/* Not on a standby: the postmaster starts it once recovery has ended. */
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = 1;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "webhook_ingest");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "webhook_ingest_worker_main");
-	snprintf(worker.bgw_name, BGW_MAXLEN, "webhook_ingest worker");
-	snprintf(worker.bgw_type, BGW_MAXLEN, "webhook_ingest worker");
-	RegisterBackgroundWorker(&worker);
+/* Leave without an error: the launcher knows why from the slot. */
+static void
+exit_cleanly(WiExitReason reason, const char *state)
+{
+	wi_shmem_set_exit_reason(reason, state);
+	proc_exit(0);
+}
+
+/* Asked to stop (DROP DATABASE, DROP EXTENSION, the launcher)? */
+void
+wi_worker_stop_if_asked(void)
+{
+	if (wi_shmem_stop_requested())
+		exit_cleanly(WI_EXIT_STOPPED, "stopped");
 }
 
 /*
@@ -89,6 +108,7 @@ wait_for(long timeout_ms)
 	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, timeout_ms, PG_WAIT_EXTENSION);
 	ResetLatch(MyLatch);
 	CHECK_FOR_INTERRUPTS();
+	wi_worker_stop_if_asked();
 	if (ConfigReloadPending)
 	{
 		ConfigReloadPending = false;
@@ -136,6 +156,8 @@ wait_for_extension(WiCounters *counters)
 
 		if (ext == WI_EXTENSION_READY)
 			return;
+		if (ext == WI_EXTENSION_MISSING)
+			exit_cleanly(WI_EXIT_NO_EXTENSION, "no extension");
 		if (ext == WI_EXTENSION_OLD && !told_old)
 		{
 			ereport(LOG,
@@ -203,8 +225,11 @@ webhook_ingest_worker_main(Datum arg)
 	catch_sigterm();
 	BackgroundWorkerUnblockSignals();
 
-	BackgroundWorkerInitializeConnection(wi_database, NULL, 0);
+	BackgroundWorkerInitializeConnectionByOid(DatumGetObjectId(arg), InvalidOid, 0);
 	pgstat_report_appname("webhook_ingest worker");
+	/* No slot (a launcher of before a restart) or asked to stop already. */
+	if (!wi_shmem_register_worker())
+		proc_exit(0);
 	/*
 	 * The worker runs as the bootstrap superuser: its own SQL sees pg_catalog
 	 * and nothing else, whatever ALTER DATABASE says, so nothing can shadow
@@ -213,7 +238,6 @@ webhook_ingest_worker_main(Datum arg)
 	 */
 	wi_handler_remember_search_path();
 	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
-	wi_shmem_register_worker();
 
 	wait_for_extension(&counters);
 	fd_cap = transfers_allowed_by_file_limit();

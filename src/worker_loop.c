@@ -475,6 +475,7 @@ wi_loop_pass(WorkerLoop *loop)
 	MemoryContextSwitchTo(loop->pass_cxt);
 
 	CHECK_FOR_INTERRUPTS();
+	wi_worker_stop_if_asked();
 	reload_settings(loop);
 	housekeeping(loop);
 	poll_if_due(loop);

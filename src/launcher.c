@@ -1,0 +1,528 @@
+/*
+ * launcher.c
+ *		The launcher: a background worker with no database connection
+ *		(shared catalogs only) that keeps one worker (worker.c) per database
+ *		where the extension is installed.  It owns the slots of shmem.c: it
+ *		reserves a database's slot before it registers its worker and frees
+ *		it once the worker is gone.  It learns of databases from pg_database
+ *		(connectable, not templates, passing webhook_ingest.database), of
+ *		CREATE EXTENSION and CREATE DATABASE from a wake-up at their commit
+ *		(utility.c), and of a worker's exit from the postmaster
+ *		(bgw_notify_pid).  A worker that finds no extension leaves cleanly
+ *		and is not started again until CREATE EXTENSION there; one that
+ *		crashed is restarted with a back-off; webhook_ingest.max_databases
+ *		caps them.  A restarted launcher adopts the workers still running.
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/relation.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/pg_database.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "utils/guc.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+#include "utils/varlena.h"
+
+#include "webhook_ingest.h"
+#include "shmem.h"
+
+PGDLLEXPORT void webhook_ingest_launcher_main(Datum arg);
+
+/* How often pg_database is read again without a wake-up (ALTER DATABASE). */
+#define WI_RESCAN_MS		10000
+#define WI_BACKOFF_MIN_MS	1000
+#define WI_BACKOFF_MAX_MS	60000
+/* A worker that ran this long before it died starts its back-off afresh. */
+#define WI_HEALTHY_MS		60000
+
+typedef enum DbState
+{
+	DB_WANT,					/* should have a worker: start one when due */
+	DB_RUNNING,					/* has a slot and a worker (or one starting) */
+	DB_IDLE						/* no extension there: until CREATE EXTENSION */
+} DbState;
+
+/* What the launcher knows of one database (its own memory). */
+typedef struct DbEntry
+{
+	Oid			database;		/* hash key */
+	NameData	name;
+	DbState		state;
+	BackgroundWorkerHandle *handle; /* NULL for a worker adopted at start */
+	TimestampTz next_start;
+	TimestampTz started;
+	int			failures;
+	bool		seen;			/* in the latest read of pg_database */
+	bool		recheck;		/* asked to look while a worker ran */
+	bool		told_capped;
+} DbEntry;
+
+static HTAB *databases = NULL;
+
+void
+wi_register_launcher(void)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	/* Not on a standby: the postmaster starts it once recovery has ended. */
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = 1;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "webhook_ingest");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "webhook_ingest_launcher_main");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "webhook_ingest launcher");
+	snprintf(worker.bgw_type, BGW_MAXLEN, "webhook_ingest launcher");
+	RegisterBackgroundWorker(&worker);
+}
+
+/* Does webhook_ingest.database (unset: every database) let this one in? */
+bool
+wi_database_wanted(const char *name)
+{
+	List	   *names;
+	ListCell   *lc;
+	bool		wanted = false;
+	char	   *copy;
+
+	if (wi_database == NULL || wi_database[0] == '\0')
+		return true;
+	copy = pstrdup(wi_database);
+	if (!SplitGUCList(copy, ',', &names))
+		return false;
+	foreach(lc, names)
+		if (strcmp((char *) lfirst(lc), name) == 0)
+			wanted = true;
+	list_free(names);
+	pfree(copy);
+	return wanted;
+}
+
+static void
+forget_launcher(int code, Datum arg)
+{
+	SpinLockAcquire(&wi_shared->mutex);
+	if (wi_shared->launcher_pid == MyProcPid)
+	{
+		wi_shared->launcher_pid = 0;
+		wi_shared->launcher_latch = NULL;
+	}
+	SpinLockRelease(&wi_shared->mutex);
+}
+
+/* Free a slot; the caller holds the mutex. */
+static void
+free_slot(WiSlot *slot)
+{
+	slot->database = InvalidOid;
+	slot->starting = false;
+	slot->stop_requested = false;
+	slot->worker_pid = 0;
+	slot->worker_latch = NULL;
+	slot->state[0] = '\0';
+}
+
+static DbEntry *
+entry_for(Oid database, bool *found)
+{
+	return (DbEntry *) hash_search(databases, &database, HASH_ENTER, found);
+}
+
+/*
+ * Announce ourselves, and take over what a previous launcher left: workers
+ * still running are adopted, slots whose worker never attached are freed.
+ */
+static void
+announce_and_adopt(void)
+{
+	HASHCTL		ctl;
+	int			adopted = 0;
+
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(Oid);
+	ctl.entrysize = sizeof(DbEntry);
+	databases = hash_create("webhook_ingest databases", 64, &ctl, HASH_ELEM | HASH_BLOBS);
+
+	SpinLockAcquire(&wi_shared->mutex);
+	wi_shared->launcher_pid = MyProcPid;
+	wi_shared->launcher_latch = MyLatch;
+	for (int i = 0; i < wi_shared->nslots; i++)
+	{
+		WiSlot	   *slot = &wi_shared->slots[i];
+		bool		found;
+		DbEntry    *e;
+
+		if (!OidIsValid(slot->database))
+			continue;
+		if (slot->worker_pid == 0)
+		{
+			free_slot(slot);
+			continue;
+		}
+		e = entry_for(slot->database, &found);
+		memset(e, 0, sizeof(DbEntry));
+		e->database = slot->database;
+		e->state = DB_RUNNING;
+		e->started = GetCurrentTimestamp();
+		e->seen = true;
+		adopted++;
+	}
+	SpinLockRelease(&wi_shared->mutex);
+	on_shmem_exit(forget_launcher, (Datum) 0);
+	ereport(LOG,
+			(errmsg("webhook_ingest launcher started, up to %d databases, %d workers adopted",
+					wi_max_databases, adopted)));
+}
+
+/* Read pg_database: which databases may have a worker. */
+static void
+read_databases(void)
+{
+	Relation	rel;
+	TableScanDesc scan;
+	HeapTuple	tup;
+	HASH_SEQ_STATUS seq;
+	DbEntry    *e;
+
+	hash_seq_init(&seq, databases);
+	while ((e = hash_seq_search(&seq)) != NULL)
+		e->seen = false;
+
+	StartTransactionCommand();
+	(void) GetTransactionSnapshot();
+	rel = table_open(DatabaseRelationId, AccessShareLock);
+	scan = table_beginscan_catalog(rel, 0, NULL);
+	while (HeapTupleIsValid(tup = heap_getnext(scan, ForwardScanDirection)))
+	{
+		Form_pg_database db = (Form_pg_database) GETSTRUCT(tup);
+		bool		found;
+
+		if (!db->datallowconn || db->datistemplate || !wi_database_wanted(NameStr(db->datname)))
+			continue;
+		e = entry_for(db->oid, &found);
+		if (!found)
+		{
+			memset(e, 0, sizeof(DbEntry));
+			e->database = db->oid;
+			e->state = DB_WANT;
+		}
+		e->name = db->datname;
+		e->seen = true;
+	}
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+	CommitTransactionCommand();
+}
+
+/* Databases someone asked us to look at: an idle one gets a worker again. */
+static void
+take_looks(void)
+{
+	Oid			look[WI_MAX_LOOK];
+	int			n;
+	bool		all;
+
+	SpinLockAcquire(&wi_shared->mutex);
+	n = wi_shared->nlook;
+	memcpy(look, wi_shared->look, sizeof(Oid) * n);
+	all = wi_shared->look_all;
+	wi_shared->nlook = 0;
+	wi_shared->look_all = false;
+	SpinLockRelease(&wi_shared->mutex);
+
+	for (int i = 0; i < n; i++)
+	{
+		DbEntry    *e = hash_search(databases, &look[i], HASH_FIND, NULL);
+
+		if (e && e->state == DB_IDLE)
+			e->state = DB_WANT;
+		else if (e && e->state == DB_RUNNING)
+			e->recheck = true;	/* it may have looked before the commit */
+	}
+	if (all)
+	{
+		HASH_SEQ_STATUS seq;
+		DbEntry    *e;
+
+		hash_seq_init(&seq, databases);
+		while ((e = hash_seq_search(&seq)) != NULL)
+		{
+			if (e->state == DB_IDLE)
+				e->state = DB_WANT;
+			e->recheck = true;
+		}
+	}
+}
+
+static bool
+is_blocked(Oid database)
+{
+	for (int i = 0; i < wi_shared->nblocks; i++)
+		if (wi_shared->blocked[i] == database)
+			return true;
+	return false;
+}
+
+static int
+backoff_ms(int failures)
+{
+	int			ms = WI_BACKOFF_MIN_MS;
+
+	for (int i = 1; i < failures && ms < WI_BACKOFF_MAX_MS; i++)
+		ms *= 2;
+	return Min(ms, WI_BACKOFF_MAX_MS);
+}
+
+/* What a stopped worker's exit means for its database. */
+static void
+after_exit(DbEntry *e, WiExitReason reason, bool stop_requested)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (e->handle)
+		pfree(e->handle);
+	e->handle = NULL;
+	if (stop_requested || reason == WI_EXIT_STOPPED)
+		e->state = DB_WANT;
+	else if (reason == WI_EXIT_NO_EXTENSION)
+		e->state = e->recheck ? DB_WANT : DB_IDLE;
+	else
+	{
+		if (TimestampDifferenceExceeds(e->started, now, WI_HEALTHY_MS))
+			e->failures = 0;
+		e->failures++;
+		e->state = DB_WANT;
+		e->next_start = TimestampTzPlusMilliseconds(now, backoff_ms(e->failures));
+		ereport(LOG,
+				(errmsg("webhook_ingest launcher: the worker of database \"%s\" exited unexpectedly, restarting it in %d ms",
+						NameStr(e->name), backoff_ms(e->failures))));
+	}
+}
+
+/* Is this database's worker still there?  Frees the slot when not. */
+static void
+reap(DbEntry *e)
+{
+	bool		alive;
+	pid_t		pid;
+	WiSlot	   *slot;
+	WiExitReason reason = WI_EXIT_UNEXPECTED;
+	bool		stop_requested = false;
+
+	if (e->handle)
+		alive = GetBackgroundWorkerPid(e->handle, &pid) != BGWH_STOPPED;
+	else
+	{
+		SpinLockAcquire(&wi_shared->mutex);
+		slot = wi_slot_of(e->database);
+		alive = slot != NULL && slot->worker_pid != 0;
+		SpinLockRelease(&wi_shared->mutex);
+	}
+
+	SpinLockAcquire(&wi_shared->mutex);
+	slot = wi_slot_of(e->database);
+	if (slot && !e->seen)
+	{
+		/* Dropped, now a template, or filtered out: stop it. */
+		slot->stop_requested = true;
+		if (slot->worker_latch)
+			SetLatch(slot->worker_latch);
+	}
+	if (!alive && slot)
+	{
+		reason = slot->exit_reason;
+		stop_requested = slot->stop_requested;
+		free_slot(slot);
+	}
+	SpinLockRelease(&wi_shared->mutex);
+	if (alive)
+		return;
+	ConditionVariableBroadcast(&wi_shared->slot_changed);
+	after_exit(e, reason, stop_requested);
+}
+
+/* Reserve a slot for a database; false when none is free or it is blocked. */
+static bool
+reserve_slot(Oid database, bool *capped)
+{
+	WiSlot	   *free = NULL;
+
+	*capped = false;
+	SpinLockAcquire(&wi_shared->mutex);
+	if (!is_blocked(database))
+	{
+		for (int i = 0; i < wi_shared->nslots && free == NULL; i++)
+			if (!OidIsValid(wi_shared->slots[i].database))
+				free = &wi_shared->slots[i];
+		if (free)
+		{
+			free_slot(free);
+			free->database = database;
+			free->starting = true;
+			free->exit_reason = WI_EXIT_UNEXPECTED;
+			free->started_at = 0;
+			memset(&free->counters, 0, sizeof(WiCounters));
+			free->in_flight = 0;
+			strlcpy(free->state, "starting", sizeof(free->state));
+		}
+		else
+			*capped = true;
+	}
+	SpinLockRelease(&wi_shared->mutex);
+	return free != NULL;
+}
+
+static void
+release_slot(Oid database)
+{
+	WiSlot	   *slot;
+
+	SpinLockAcquire(&wi_shared->mutex);
+	slot = wi_slot_of(database);
+	if (slot)
+		free_slot(slot);
+	SpinLockRelease(&wi_shared->mutex);
+	ConditionVariableBroadcast(&wi_shared->slot_changed);
+}
+
+/* Start a database's worker if it is due; returns false if capped. */
+static bool
+start(DbEntry *e)
+{
+	BackgroundWorker worker;
+	bool		capped = false;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (e->next_start > now)
+		return true;
+	if (!reserve_slot(e->database, &capped))
+		return !capped;
+	e->told_capped = false;
+	wi_worker_describe(&worker, e->database);
+	if (!RegisterDynamicBackgroundWorker(&worker, &e->handle))
+	{
+		release_slot(e->database);
+		e->handle = NULL;
+		e->failures++;
+		e->next_start = TimestampTzPlusMilliseconds(now, backoff_ms(e->failures));
+		ereport(LOG,
+				(errmsg("webhook_ingest launcher: could not start a worker for database \"%s\"",
+						NameStr(e->name)),
+				 errhint("Raise max_worker_processes: it counts the launcher and one worker per database.")));
+		return true;
+	}
+	e->state = DB_RUNNING;
+	e->recheck = false;
+	e->started = now;
+	ereport(DEBUG1, (errmsg("webhook_ingest launcher: started a worker for database \"%s\"", NameStr(e->name))));
+	return true;
+}
+
+static void
+tell_capped(DbEntry *e)
+{
+	if (e->told_capped)
+		return;
+	e->told_capped = true;
+	ereport(LOG,
+			(errmsg("webhook_ingest launcher: no worker for database \"%s\": webhook_ingest.max_databases (%d) reached",
+					NameStr(e->name), wi_max_databases),
+			 errdetail("Jobs enqueued in that database wait until another database's worker stops."),
+			 errhint("Raise webhook_ingest.max_databases (and max_worker_processes) and restart the server.")));
+}
+
+/* One pass over the databases: reap, forget, start; publish who is capped. */
+static long
+tend_databases(void)
+{
+	HASH_SEQ_STATUS seq;
+	DbEntry    *e;
+	Oid			capped[WI_MAX_CAPPED];
+	int			ncapped = 0;
+	long		timeout = WI_RESCAN_MS;
+	TimestampTz now = GetCurrentTimestamp();
+
+	hash_seq_init(&seq, databases);
+	while ((e = hash_seq_search(&seq)) != NULL)
+	{
+		if (e->state == DB_RUNNING)
+			reap(e);
+		if (e->state != DB_RUNNING && !e->seen)
+		{
+			(void) hash_search(databases, &e->database, HASH_REMOVE, NULL);
+			continue;
+		}
+		if (e->state != DB_WANT)
+			continue;
+		if (!start(e))
+		{
+			tell_capped(e);
+			if (ncapped < WI_MAX_CAPPED)
+				capped[ncapped++] = e->database;
+		}
+		else if (e->state == DB_WANT && e->next_start > now)
+			timeout = Min(timeout, (long) ((e->next_start - now) / 1000) + 1);
+	}
+	SpinLockAcquire(&wi_shared->mutex);
+	wi_shared->ncapped = ncapped;
+	memcpy(wi_shared->capped, capped, sizeof(Oid) * ncapped);
+	SpinLockRelease(&wi_shared->mutex);
+	return timeout;
+}
+
+static void
+wait_for_news(long timeout_ms)
+{
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, timeout_ms, PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+	if (ShutdownRequestPending)
+		proc_exit(0);
+	if (ConfigReloadPending)
+	{
+		ConfigReloadPending = false;
+		ProcessConfigFile(PGC_SIGHUP);
+	}
+}
+
+void
+webhook_ingest_launcher_main(Datum arg)
+{
+	MemoryContext pass_cxt;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+	pgstat_report_appname("webhook_ingest launcher");
+	announce_and_adopt();
+
+	pass_cxt = AllocSetContextCreate(TopMemoryContext, "webhook_ingest launcher pass", ALLOCSET_DEFAULT_SIZES);
+	for (;;)
+	{
+		long		timeout;
+
+		MemoryContextReset(pass_cxt);
+		MemoryContextSwitchTo(pass_cxt);
+		take_looks();
+		read_databases();
+		MemoryContextSwitchTo(TopMemoryContext);
+		timeout = tend_databases();
+		MemoryContextSwitchTo(pass_cxt);
+		wait_for_news(timeout);
+	}
+}

@@ -1,0 +1,292 @@
+/*
+ * utility.c
+ *		The ProcessUtility hook: what a backend's commands mean for the
+ *		workers.  Before DROP DATABASE, ALTER DATABASE ... RENAME, CREATE
+ *		DATABASE ... TEMPLATE and DROP EXTENSION webhook_ingest, the
+ *		database concerned is blocked (the launcher starts no worker there)
+ *		and its worker asked to stop and waited for, so that dropdb() finds
+ *		no other session; the block ends with the transaction.  At the
+ *		commit of CREATE EXTENSION and CREATE DATABASE the launcher is woken
+ *		to look at the database at once; at the commit of ALTER EXTENSION
+ *		the database's worker is.
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "commands/dbcommands.h"
+#include "commands/defrem.h"
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "pgstat.h"
+#include "storage/condition_variable.h"
+#include "storage/latch.h"
+#include "storage/procarray.h"
+#include "tcop/utility.h"
+#include "utils/timestamp.h"
+
+#include "webhook_ingest.h"
+#include "shmem.h"
+
+/* Longest wait for a worker to stop before the command goes on anyway. */
+#define WI_STOP_WAIT_MS		10000
+#define WI_MAX_PENDING		8
+
+static ProcessUtility_hook_type prev_process_utility = NULL;
+static bool xact_callback_registered = false;
+
+/* This backend's blocks, and databases to show the launcher, at xact end. */
+static Oid	my_blocks[WI_MAX_PENDING];
+static int	nmy_blocks = 0;
+static Oid	looks_at_commit[WI_MAX_PENDING];
+static int	nlooks_at_commit = 0;
+
+static void
+unblock_all(void)
+{
+	SpinLockAcquire(&wi_shared->mutex);
+	for (int b = 0; b < nmy_blocks; b++)
+	{
+		for (int i = 0; i < wi_shared->nblocks; i++)
+		{
+			if (wi_shared->blocked[i] != my_blocks[b])
+				continue;
+			wi_shared->blocked[i] = wi_shared->blocked[--wi_shared->nblocks];
+			break;
+		}
+	}
+	SpinLockRelease(&wi_shared->mutex);
+	for (int b = 0; b < nmy_blocks; b++)
+		wi_shmem_wake_launcher(my_blocks[b]);
+	nmy_blocks = 0;
+}
+
+static void
+at_end_of_xact(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+			for (int i = 0; i < nlooks_at_commit; i++)
+				wi_shmem_wake_launcher(looks_at_commit[i]);
+			nlooks_at_commit = 0;
+			unblock_all();
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+		case XACT_EVENT_PREPARE:
+			nlooks_at_commit = 0;
+			unblock_all();
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+need_xact_callback(void)
+{
+	if (!xact_callback_registered)
+	{
+		RegisterXactCallback(at_end_of_xact, NULL);
+		xact_callback_registered = true;
+	}
+}
+
+static void
+look_at_commit(Oid database)
+{
+	need_xact_callback();
+	if (nlooks_at_commit < WI_MAX_PENDING)
+		looks_at_commit[nlooks_at_commit++] = database;
+	else
+		wi_shmem_wake_launcher(InvalidOid);
+}
+
+static void
+block(Oid database)
+{
+	bool		ok = false;
+
+	need_xact_callback();
+	if (nmy_blocks >= WI_MAX_PENDING)
+		return;
+	SpinLockAcquire(&wi_shared->mutex);
+	if (wi_shared->nblocks < WI_MAX_BLOCKS)
+	{
+		wi_shared->blocked[wi_shared->nblocks++] = database;
+		ok = true;
+	}
+	SpinLockRelease(&wi_shared->mutex);
+	if (ok)
+		my_blocks[nmy_blocks++] = database;
+}
+
+/* Ask the database's worker to stop; true while it (or its start) is there. */
+static bool
+ask_to_stop(Oid database, pid_t *pid)
+{
+	WiSlot	   *slot;
+	Latch	   *latch = NULL;
+	bool		busy = false;
+
+	SpinLockAcquire(&wi_shared->mutex);
+	slot = wi_slot_of(database);
+	if (slot && (slot->worker_pid != 0 || slot->starting))
+	{
+		slot->stop_requested = true;
+		latch = slot->worker_latch;
+		if (slot->worker_pid != 0)
+			*pid = slot->worker_pid;
+		busy = true;
+	}
+	SpinLockRelease(&wi_shared->mutex);
+	if (latch)
+		SetLatch(latch);
+	return busy;
+}
+
+/*
+ * The worker has left its slot; wait the few milliseconds until it has
+ * left the proc array too, which is what dropdb() counts.
+ */
+static void
+wait_for_proc_exit(pid_t pid, TimestampTz deadline)
+{
+	while (pid != 0 && BackendPidGetProc(pid) != NULL && GetCurrentTimestamp() < deadline)
+	{
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 2, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/* Block the database and wait until its worker is gone. */
+static void
+stop_worker_of(Oid database)
+{
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), WI_STOP_WAIT_MS);
+	pid_t		pid = 0;
+
+	block(database);
+	ConditionVariablePrepareToSleep(&wi_shared->slot_changed);
+	while (ask_to_stop(database, &pid))
+	{
+		if (GetCurrentTimestamp() >= deadline)
+		{
+			ereport(WARNING,
+					(errmsg("the webhook_ingest worker of database %u did not stop within %d ms",
+							database, WI_STOP_WAIT_MS)));
+			break;
+		}
+		(void) ConditionVariableTimedSleep(&wi_shared->slot_changed, 100, PG_WAIT_EXTENSION);
+		CHECK_FOR_INTERRUPTS();
+	}
+	ConditionVariableCancelSleep();
+	wait_for_proc_exit(pid, deadline);
+}
+
+static bool
+names_webhook_ingest(List *objects)
+{
+	ListCell   *lc;
+
+	foreach(lc, objects)
+		if (strcmp(strVal(lfirst(lc)), WI_EXTENSION_NAME) == 0)
+			return true;
+	return false;
+}
+
+static const char *
+template_of(CreatedbStmt *stmt)
+{
+	ListCell   *lc;
+
+	foreach(lc, stmt->options)
+	{
+		DefElem    *opt = lfirst(lc);
+
+		if (strcmp(opt->defname, "template") == 0 && opt->arg != NULL)
+			return defGetString(opt);
+	}
+	return "template1";
+}
+
+/* The database a command needs without a worker, or InvalidOid. */
+static Oid
+database_to_stop(Node *parsetree)
+{
+	switch (nodeTag(parsetree))
+	{
+		case T_DropdbStmt:
+			return get_database_oid(((DropdbStmt *) parsetree)->dbname, true);
+		case T_RenameStmt:
+			if (((RenameStmt *) parsetree)->renameType == OBJECT_DATABASE)
+				return get_database_oid(((RenameStmt *) parsetree)->subname, true);
+			return InvalidOid;
+		case T_CreatedbStmt:
+			return get_database_oid(template_of((CreatedbStmt *) parsetree), true);
+		case T_DropStmt:
+			if (((DropStmt *) parsetree)->removeType == OBJECT_EXTENSION &&
+				names_webhook_ingest(((DropStmt *) parsetree)->objects))
+				return MyDatabaseId;
+			return InvalidOid;
+		default:
+			return InvalidOid;
+	}
+}
+
+/* After the command: what to wake at commit. */
+static void
+wake_after(Node *parsetree)
+{
+	switch (nodeTag(parsetree))
+	{
+		case T_CreateExtensionStmt:
+			if (strcmp(((CreateExtensionStmt *) parsetree)->extname, WI_EXTENSION_NAME) == 0)
+				look_at_commit(MyDatabaseId);
+			break;
+		case T_AlterExtensionStmt:
+			if (strcmp(((AlterExtensionStmt *) parsetree)->extname, WI_EXTENSION_NAME) == 0)
+				wi_wake_worker_at_commit();
+			break;
+		case T_AlterDatabaseStmt:
+			/* IS_TEMPLATE, ALLOW_CONNECTIONS: the launcher reads pg_database again. */
+			look_at_commit(get_database_oid(((AlterDatabaseStmt *) parsetree)->dbname, true));
+			break;
+		case T_CreatedbStmt:
+			{
+				Oid			created = get_database_oid(((CreatedbStmt *) parsetree)->dbname, true);
+
+				if (OidIsValid(created))
+					look_at_commit(created);
+				break;
+			}
+		default:
+			break;
+	}
+}
+
+static void
+wi_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
+				   ProcessUtilityContext context, ParamListInfo params,
+				   QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
+{
+	Node	   *parsetree = pstmt->utilityStmt;
+	Oid			stop = database_to_stop(parsetree);
+
+	if (OidIsValid(stop))
+		stop_worker_of(stop);
+	if (prev_process_utility)
+		prev_process_utility(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
+	wake_after(parsetree);
+}
+
+void
+wi_utility_hook_install(void)
+{
+	prev_process_utility = ProcessUtility_hook;
+	ProcessUtility_hook = wi_process_utility;
+}
