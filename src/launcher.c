@@ -34,6 +34,7 @@
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 #include "utils/varlena.h"
 
@@ -399,6 +400,18 @@ release_slot(Oid database)
 	ConditionVariableBroadcast(&wi_shared->slot_changed);
 }
 
+/* Does the database exist, as of now? */
+static bool
+database_exists(Oid database)
+{
+	bool		exists;
+
+	StartTransactionCommand();
+	exists = SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(database));
+	CommitTransactionCommand();
+	return exists;
+}
+
 /* Start a database's worker if it is due; returns false if capped. */
 static bool
 start(DbEntry *e)
@@ -411,6 +424,20 @@ start(DbEntry *e)
 		return true;
 	if (!reserve_slot(e->database, &capped))
 		return !capped;
+	/*
+	 * The database may have been dropped since pg_database was read.  Checked
+	 * after the slot is reserved (and marked starting): a DROP DATABASE that
+	 * comes later waits for this worker and stops it; one that came earlier
+	 * and committed is seen here - so no worker ever connects to a database
+	 * that is gone (a FATAL).
+	 */
+	if (!database_exists(e->database))
+	{
+		release_slot(e->database);
+		e->seen = false;
+		e->state = DB_IDLE;	/* forgotten on the next pass */
+		return true;
+	}
 	e->told_capped = false;
 	wi_worker_describe(&worker, e->database);
 	if (!RegisterDynamicBackgroundWorker(&worker, &e->handle))
