@@ -483,6 +483,9 @@ tend_databases(void)
 	long		timeout = WI_RESCAN_MS;
 	TimestampTz now = GetCurrentTimestamp();
 
+	DbEntry   **due = palloc(sizeof(DbEntry *) * (hash_get_num_entries(databases) + 1));
+	int			ndue = 0;
+
 	hash_seq_init(&seq, databases);
 	while ((e = hash_seq_search(&seq)) != NULL)
 	{
@@ -493,8 +496,13 @@ tend_databases(void)
 			(void) hash_search(databases, &e->database, HASH_REMOVE, NULL);
 			continue;
 		}
-		if (e->state != DB_WANT)
-			continue;
+		if (e->state == DB_WANT)
+			due[ndue++] = e;
+	}
+	/* Started after the scan: start() runs a transaction, which must not span a hash scan. */
+	for (int i = 0; i < ndue; i++)
+	{
+		e = due[i];
 		if (!start(e))
 		{
 			tell_capped(e);
@@ -504,6 +512,7 @@ tend_databases(void)
 		else if (e->state == DB_WANT && e->next_start > now)
 			timeout = Min(timeout, (long) ((e->next_start - now) / 1000) + 1);
 	}
+	pfree(due);
 	SpinLockAcquire(&wi_shared->mutex);
 	wi_shared->ncapped = ncapped;
 	memcpy(wi_shared->capped, capped, sizeof(Oid) * ncapped);
