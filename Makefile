@@ -10,7 +10,14 @@
 EXTENSION = webhook_ingest
 MODULE_big = webhook_ingest
 OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
-DATA = $(sort $(wildcard sql/webhook_ingest--*.sql))
+# The install and update scripts; CREATE EXTENSION runs the fresh-install
+# script of the current version, which is generated from the landed chain
+# (sql/fresh_install.awk), so each statement exists once.
+UPDATE_CHAIN = sql/webhook_ingest--0.1.0.sql sql/webhook_ingest--0.1.0--0.2.0.sql \
+	sql/webhook_ingest--0.2.0--0.3.0.sql
+FRESH_INSTALL = sql/webhook_ingest--0.3.0.sql
+DATA = $(filter-out $(FRESH_INSTALL),$(sort $(wildcard sql/webhook_ingest--*.sql)))
+DATA_built = $(FRESH_INSTALL)
 
 PG_CONFIG ?= pg_config
 
@@ -40,6 +47,9 @@ include $(PGXS)
 
 # After the include: Makefile.global resets it.
 PROVE_FLAGS = -v
+
+$(FRESH_INSTALL): $(UPDATE_CHAIN) sql/fresh_install.awk
+	awk -f sql/fresh_install.awk $(UPDATE_CHAIN) > $@
 
 # Every object depends on every header (PGXS tracks no header dependencies).
 $(OBJS): $(wildcard src/*.h)
