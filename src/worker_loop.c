@@ -350,6 +350,18 @@ next_batch(WorkerLoop *loop, int batch_size)
 	return batch;
 }
 
+/* loop->finished without its first n (a completed batch). */
+static void
+drop_finished_head(WorkerLoop *loop, int n)
+{
+	MemoryContext old = MemoryContextSwitchTo(loop->job_cxt);
+	List	   *rest = list_copy_tail(loop->finished, n);
+
+	MemoryContextSwitchTo(old);
+	list_free(loop->finished);
+	loop->finished = rest;
+}
+
 /*
  * Complete loop->finished, batch by batch (several transactions for a large
  * one, see WI_COMPLETE_BATCH).  While a batch is completed its transfers
@@ -372,9 +384,9 @@ complete_finished(WorkerLoop *loop)
 		loop->completing = list_length(batch);
 		later = wi_complete(batch, &loop->counters);
 		loop->completing = 0;
+		drop_finished_head(loop, list_length(batch));
 		foreach(lc, batch)
 		{
-			loop->finished = list_delete_first(loop->finished);
 			if (list_member_ptr(later, lfirst(lc)))
 				loop->deferred = keep(loop, loop->deferred, lfirst(lc));
 			else
@@ -415,10 +427,12 @@ static bool
 complete(WorkerLoop *loop)
 {
 	Transfer   *t;
+	bool		had_deferred = (loop->deferred != NIL);
+	bool		retrying = false;
 
 	while ((t = wi_http_finished()) != NULL)
 		loop->finished = keep(loop, loop->finished, t);
-	if (loop->deferred != NIL && GetCurrentTimestamp() >= loop->next_deferred_try)
+	if (had_deferred && GetCurrentTimestamp() >= loop->next_deferred_try)
 	{
 		MemoryContext old = MemoryContextSwitchTo(loop->job_cxt);
 
@@ -426,13 +440,19 @@ complete(WorkerLoop *loop)
 		MemoryContextSwitchTo(old);
 		list_free(loop->deferred);
 		loop->deferred = NIL;
-		wi_retry_done_lsn();
+		retrying = true;
 	}
 	if (loop->finished == NIL)
 		return false;
 	complete_finished(loop);
 	bound_deferred(loop);
-	loop->next_deferred_try = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wi_lock_timeout_ms);
+	/*
+	 * The next try of deferred results: lock_timeout after this one, or after
+	 * the first deferral - not pushed back by every other completion, which
+	 * under steady traffic would postpone it for ever.
+	 */
+	if (retrying || !had_deferred)
+		loop->next_deferred_try = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wi_lock_timeout_ms);
 	/* Slots are free, and refetches may be due now. */
 	loop->claim_now = true;
 	return true;
