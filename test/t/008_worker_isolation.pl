@@ -98,6 +98,40 @@ is(scalar_sql(q{SELECT count(*) FROM effects WHERE external_id = 'h1'}), '2',
 	'its handler ran for the kept result and for the refetch: twice, not more');
 $app->quit;
 
+# Under steady traffic of other jobs (completions every ~20 ms, less than
+# lock_timeout apart), a job whose row was held is still completed soon after
+# the lock goes: its retry is not postponed by every other completion.
+scalar_sql(q{SELECT webhook_ingest.enqueue('held', 'h2')});
+$node->poll_query_until('postgres', q{SELECT state = 'running' FROM webhook_ingest.jobs WHERE external_id = 'h2'})
+  or die 'h2 did not start';
+$app = $node->background_psql('postgres', on_error_stop => 1);
+$app->query_safe('BEGIN');
+$app->query_safe(q{SELECT outcome FROM webhook_ingest.enqueue('held', 'h2')});
+usleep(1_200_000);		# h2's fetch has finished; its row is locked
+my $traffic = $node->background_psql('postgres', on_error_stop => 1);
+$traffic->query_until(qr/started/, q{
+	\echo started
+	DO $$ BEGIN
+		FOR i IN 1 .. 250 LOOP		-- about 5 s
+			PERFORM webhook_ingest.enqueue('other', 'steady-' || i);
+			COMMIT;
+			PERFORM pg_sleep(0.02);
+		END LOOP;
+	END $$;
+});
+usleep(500_000);
+$app->query_safe('COMMIT');
+my $t_commit = time();
+$node->poll_query_until('postgres', q{
+	SELECT count(*) > 0 FROM effects WHERE external_id = 'h2'})
+  or diag('h2 never handled');
+my $h2_ms = (time() - $t_commit) * 1000;
+my $traffic_left = scalar_sql(q{SELECT 250 - count(*) FROM webhook_ingest.jobs WHERE external_id LIKE 'steady-%'});
+cmp_ok($h2_ms, '<', 1500, sprintf('under steady traffic, the held job is handled %.0f ms after the lock goes', $h2_ms));
+cmp_ok($traffic_left, '>', 0, 'while the traffic still runs');
+$app->quit;
+$traffic->quit;
+
 # --- Poison jobs ----------------------------------------------------------
 sub poison_round
 {
