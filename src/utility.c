@@ -12,8 +12,11 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "access/xact.h"
+#include "catalog/pg_database.h"
 #include "commands/dbcommands.h"
+#include "commands/extension.h"
 #include "commands/defrem.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
@@ -22,6 +25,8 @@
 #include "storage/latch.h"
 #include "storage/procarray.h"
 #include "tcop/utility.h"
+#include "utils/acl.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "webhook_ingest.h"
@@ -109,17 +114,23 @@ block(Oid database)
 	bool		ok = false;
 
 	need_xact_callback();
-	if (nmy_blocks >= WI_MAX_PENDING)
-		return;
-	SpinLockAcquire(&wi_shared->mutex);
-	if (wi_shared->nblocks < WI_MAX_BLOCKS)
+	if (nmy_blocks < WI_MAX_PENDING)
 	{
-		wi_shared->blocked[wi_shared->nblocks++] = database;
-		ok = true;
+		SpinLockAcquire(&wi_shared->mutex);
+		if (wi_shared->nblocks < WI_MAX_BLOCKS)
+		{
+			wi_shared->blocked[wi_shared->nblocks++] = database;
+			ok = true;
+		}
+		SpinLockRelease(&wi_shared->mutex);
 	}
-	SpinLockRelease(&wi_shared->mutex);
-	if (ok)
-		my_blocks[nmy_blocks++] = database;
+	/* Never run the command unprotected: the launcher could start a worker into it. */
+	if (!ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("too many databases are being dropped, renamed or copied at once"),
+				 errhint("Retry when the other commands have ended.")));
+	my_blocks[nmy_blocks++] = database;
 }
 
 /* Ask the database's worker to stop; true while it (or its start) is there. */
@@ -212,6 +223,46 @@ template_of(CreatedbStmt *stmt)
 	return "template1";
 }
 
+/*
+ * Would the command pass its own privilege check?  Only then is a worker
+ * stopped for it: otherwise any role could stop any database's worker by
+ * running (and catching the error of) a command it may not run.  The
+ * command itself checks again, as always.
+ */
+static bool
+may_run(Node *parsetree, Oid database)
+{
+	switch (nodeTag(parsetree))
+	{
+		case T_DropdbStmt:
+		case T_RenameStmt:
+			return pg_database_ownercheck(database, GetUserId());
+		case T_CreatedbStmt:
+			{
+				HeapTuple	tup;
+				bool		is_template = false;
+
+				if (!have_createdb_privilege())
+					return false;
+				tup = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(database));
+				if (HeapTupleIsValid(tup))
+				{
+					is_template = ((Form_pg_database) GETSTRUCT(tup))->datistemplate;
+					ReleaseSysCache(tup);
+				}
+				return is_template || pg_database_ownercheck(database, GetUserId());
+			}
+		case T_DropStmt:
+			{
+				Oid			ext = get_extension_oid(WI_EXTENSION_NAME, true);
+
+				return OidIsValid(ext) && pg_extension_ownercheck(ext, GetUserId());
+			}
+		default:
+			return false;
+	}
+}
+
 /* The database a command needs without a worker, or InvalidOid. */
 static Oid
 database_to_stop(Node *parsetree)
@@ -275,7 +326,7 @@ wi_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTre
 	Node	   *parsetree = pstmt->utilityStmt;
 	Oid			stop = database_to_stop(parsetree);
 
-	if (OidIsValid(stop))
+	if (OidIsValid(stop) && may_run(parsetree, stop))
 		stop_worker_of(stop);
 	if (prev_process_utility)
 		prev_process_utility(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
