@@ -10,14 +10,17 @@
 EXTENSION = webhook_ingest
 MODULE_big = webhook_ingest
 OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
-# The install and update scripts; CREATE EXTENSION runs the fresh-install
-# script of the current version, which is generated from the landed chain
-# (sql/fresh_install.awk), so each statement exists once.
-UPDATE_CHAIN = sql/webhook_ingest--0.1.0.sql sql/webhook_ingest--0.1.0--0.2.0.sql \
+# The install and update scripts.  CREATE EXTENSION runs the fresh-install
+# script of a version, which is generated from the landed chain up to it
+# (sql/fresh_install.awk), so each statement exists once: one for the
+# current version and one for each landed version (an upgrade source, which
+# the tests install as it was).
+CHAIN_0.3.0 = sql/webhook_ingest--0.1.0.sql sql/webhook_ingest--0.1.0--0.2.0.sql \
 	sql/webhook_ingest--0.2.0--0.3.0.sql
-FRESH_INSTALL = sql/webhook_ingest--0.3.0.sql
-DATA = $(filter-out $(FRESH_INSTALL),$(sort $(wildcard sql/webhook_ingest--*.sql)))
-DATA_built = $(FRESH_INSTALL)
+CHAIN_0.4.0 = $(CHAIN_0.3.0) sql/webhook_ingest--0.3.0--0.4.0.sql
+FRESH_INSTALLS = sql/webhook_ingest--0.3.0.sql sql/webhook_ingest--0.4.0.sql
+DATA = $(filter-out $(FRESH_INSTALLS),$(sort $(wildcard sql/webhook_ingest--*.sql)))
+DATA_built = $(FRESH_INSTALLS)
 
 PG_CONFIG ?= pg_config
 
@@ -48,8 +51,10 @@ include $(PGXS)
 # After the include: Makefile.global resets it.
 PROVE_FLAGS = -v
 
-$(FRESH_INSTALL): $(UPDATE_CHAIN) sql/fresh_install.awk
-	awk -f sql/fresh_install.awk $(UPDATE_CHAIN) > $@
+sql/webhook_ingest--0.3.0.sql: $(CHAIN_0.3.0) sql/fresh_install.awk
+	awk -f sql/fresh_install.awk $(CHAIN_0.3.0) > $@
+sql/webhook_ingest--0.4.0.sql: $(CHAIN_0.4.0) sql/fresh_install.awk
+	awk -f sql/fresh_install.awk $(CHAIN_0.4.0) > $@
 
 # Every object depends on every header (PGXS tracks no header dependencies).
 $(OBJS): $(wildcard src/*.h)
