@@ -72,7 +72,8 @@ END
 $fn$;
 """
 
-TABLES = "blog_post, blog_tag, blog_category, blog_post_tags, blog_filing"
+# django_migrations too: `manage.py runserver` (as the app) checks which migrations ran.
+TABLES = "blog_post, blog_tag, blog_category, blog_post_tags, blog_filing, django_migrations"
 
 
 def grant_reads(apps, schema_editor):
