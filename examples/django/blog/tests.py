@@ -60,7 +60,11 @@ class WebhookTests(TransactionTestCase):
     def wait(self, job_id):
         with connections["default"].cursor() as cur:  # as blog_app
             cur.execute("SELECT webhook_ingest.wait_for_job(%s, '30 s')", [job_id])
-            self.assertTrue(cur.fetchone()[0], f"job {job_id} did not end done")
+            done = cur.fetchone()[0]
+        if not done:  # say why: the job's state and error, which only an admin may read
+            with connections["owner"].cursor() as cur:
+                cur.execute("SELECT state, last_error FROM webhook_ingest.jobs WHERE id = %s", [job_id])
+                self.fail(f"job {job_id} did not end done: {cur.fetchone()}")
 
     def admin_count(self, sql, params):
         with connections["owner"].cursor() as cur:  # blog_owner reads webhook_ingest's tables

@@ -70,7 +70,10 @@ function deliverStripe(body, { secret = settings.stripeSecret, timestamp, signed
 
 async function waitForJob(jobId) {
   const { rows } = await app.query("SELECT webhook_ingest.wait_for_job($1, '30 s') AS done", [jobId]);
-  assert.equal(rows[0].done, true, `job ${jobId} did not end done`);
+  if (rows[0].done) return;
+  // Say why: the job's state and error, which only an admin may read.
+  const job = await admin.query('SELECT state, last_error FROM webhook_ingest.jobs WHERE id = $1', [jobId]);
+  assert.fail(`job ${jobId} did not end done: ${JSON.stringify(job.rows[0])}`);
 }
 
 async function adminCount(sql, params) {
