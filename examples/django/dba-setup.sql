@@ -14,4 +14,5 @@ CREATE DATABASE blog_template IS_TEMPLATE true;
 CREATE EXTENSION webhook_ingest;        -- creates the roles webhook_ingest_admin, _enqueue, _monitor
 GRANT webhook_ingest_admin TO blog_owner;   -- may register sources (add_source) with its own functions
 GRANT webhook_ingest_enqueue TO blog_app;   -- may call receive(), enqueue(), wait_for_job()
+\connect postgres
 CREATE DATABASE blog TEMPLATE blog_template OWNER blog_owner;
