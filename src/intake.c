@@ -19,20 +19,6 @@
 
 PG_FUNCTION_INFO_V1(webhook_ingest_check_intake);
 
-/* The scheme named by a text; an unknown name is an error. */
-WiSigScheme
-wi_scheme_of(text *name)
-{
-	WiSigScheme scheme;
-
-	if (!wi_sig_scheme_from_name(VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name), &scheme))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown signature scheme \"%s\"", wi_clip_text(name)),
-				 errhint("Known schemes: %s.", wi_sig_scheme_list())));
-	return scheme;
-}
-
 static void
 check_secrets(WiSigScheme scheme, ArrayType *secrets)
 {
@@ -58,13 +44,7 @@ check_secrets(WiSigScheme scheme, ArrayType *secrets)
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("signing_secrets must not contain NULL")));
 		secret = DatumGetTextPP(elems[i]);
-		if (!wi_sig_secret_valid(scheme, VARDATA_ANY(secret), VARSIZE_ANY_EXHDR(secret)))
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("signing secret %d is not usable for signature scheme \"%s\"", i + 1,
-							wi_sig_scheme_name(scheme)),
-					 scheme == WI_SIG_STANDARD_WEBHOOKS ?
-					 errhint("A Standard Webhooks secret is \"whsec_\" followed by the base64 of the key.") : 0));
+		wi_check_secret_usable(scheme, VARDATA_ANY(secret), VARSIZE_ANY_EXHDR(secret));
 	}
 }
 

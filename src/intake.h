@@ -23,9 +23,6 @@ typedef struct WiSourceIntake
 	JsonPath   *event_id_path;	/* NULL: the scheme's delivery id */
 } WiSourceIntake;
 
-/* intake.c: the scheme a name means (22023 for an unknown one). */
-extern WiSigScheme wi_scheme_of(text *name);
-
 /* source_cache.c: the settings as of the last wi_source_lookup (fresh or not). */
 extern bool wi_source_intake(text *source, WiSourceIntake *intake);
 

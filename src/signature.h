@@ -116,6 +116,12 @@ extern WiHeader *wi_headers_from_jsonb(Jsonb *headers, int *nheaders);
 extern WiSigStatus wi_check_signature(WiSigScheme scheme, Jsonb *headers, struct varlena *body,
 									  ArrayType *secrets, const Interval *tolerance);
 
+/* The scheme a name means; unknown: ERROR 22023. */
+extern WiSigScheme wi_scheme_of(text *name);
+
+/* A secret the scheme cannot sign with (wi_sig_secret_valid): ERROR 22023. */
+extern void wi_check_secret_usable(WiSigScheme scheme, const char *secret, size_t len);
+
 /* The tolerance in whole seconds; negative: ERROR 22023. */
 extern int64 wi_tolerance_seconds(const Interval *tolerance);
 

@@ -166,8 +166,8 @@ wi_check_signature(WiSigScheme scheme, Jsonb *headers, struct varlena *body, Arr
 }
 
 /* The scheme named by a text; unknown: ERROR 22023. */
-static WiSigScheme
-scheme_of(text *name)
+WiSigScheme
+wi_scheme_of(text *name)
 {
 	WiSigScheme scheme;
 
@@ -177,6 +177,20 @@ scheme_of(text *name)
 				 errmsg("unknown signature scheme \"%s\"", wi_clip_text(name)),
 				 errhint("The schemes are %s.", wi_sig_scheme_list())));
 	return scheme;
+}
+
+/* A secret the scheme cannot sign with: ERROR 22023, which never quotes it. */
+void
+wi_check_secret_usable(WiSigScheme scheme, const char *secret, size_t len)
+{
+	if (!wi_sig_secret_valid(scheme, secret, len))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unusable signing secret for signature scheme \"%s\"", wi_sig_scheme_name(scheme)),
+				 scheme == WI_SIG_STANDARD_WEBHOOKS ?
+				 errdetail("A standard-webhooks secret is the base64 of 1 to %d bytes, optionally after \"whsec_\".",
+						   WI_SIG_MAX_KEY_BYTES) :
+				 errdetail("The secret is empty.")));
 }
 
 /*
@@ -199,21 +213,14 @@ webhook_ingest_verify_signature(PG_FUNCTION_ARGS)
 	text	   *body;
 
 	wi_check_not_null(PG_ARGISNULL(0), "scheme");
-	scheme = scheme_of(PG_GETARG_TEXT_PP(0));
+	scheme = wi_scheme_of(PG_GETARG_TEXT_PP(0));
 	wi_check_not_null(PG_ARGISNULL(1), "secret");
 	wi_check_not_null(PG_ARGISNULL(4), "tolerance");
 	tolerance_s = wi_tolerance_seconds(PG_GETARG_INTERVAL_P(4));
 	secret = PG_GETARG_TEXT_PP(1);
 	secret_data = VARDATA_ANY(secret);
 	secret_len = VARSIZE_ANY_EXHDR(secret);
-	if (!wi_sig_secret_valid(scheme, secret_data, secret_len))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unusable signing secret for signature scheme \"%s\"", wi_sig_scheme_name(scheme)),
-				 scheme == WI_SIG_STANDARD_WEBHOOKS ?
-				 errdetail("A standard-webhooks secret is the base64 of 1 to %d bytes, optionally after \"whsec_\".",
-						   WI_SIG_MAX_KEY_BYTES) :
-				 errdetail("The secret is empty.")));
+	wi_check_secret_usable(scheme, secret_data, secret_len);
 	if (PG_ARGISNULL(2) || PG_ARGISNULL(3))
 		PG_RETURN_BOOL(false);
 	headers = wi_headers_from_jsonb(PG_GETARG_JSONB_P(2), &nheaders);

@@ -107,5 +107,31 @@ SELECT webhook_ingest.retry_dead('hub_amb');
 SELECT wait_until($$SELECT state = 'done' FROM webhook_ingest.jobs WHERE source = 'hub_amb'$$);
 SELECT external_id, title FROM rx_posts WHERE external_id = 'amb';
 
-SELECT webhook_ingest.drop_source(s, force => true) FROM unnest(ARRAY['hub', 'hub_amb', 'hub_0a']) s;
+-- Django's foreign keys are DEFERRABLE INITIALLY DEFERRED, and a deferred check
+-- cannot be queued in a security-restricted operation: the worker makes every
+-- constraint immediate for the handler, so they are checked statement by
+-- statement inside its subtransaction (a violation is the handler's error).
+CREATE TABLE rx_authors (id int PRIMARY KEY, name text NOT NULL);
+CREATE TABLE rx_books (id text PRIMARY KEY,
+                       author_id int NOT NULL REFERENCES rx_authors DEFERRABLE INITIALLY DEFERRED);
+CREATE FUNCTION rx_store_book(p_external_id text, p_details jsonb, p_payload jsonb) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO rx_authors VALUES (1, 'ann') ON CONFLICT DO NOTHING;
+    INSERT INTO rx_books VALUES (p_external_id, CASE WHEN p_external_id = 'orphan' THEN 2 ELSE 1 END)
+    ON CONFLICT (id) DO NOTHING;
+END $$;
+SELECT webhook_ingest.add_source('hub_fk', 'http://127.0.0.1:18080/posts/{external_id}',
+                                 'rx_store_book(text,jsonb,jsonb)', max_attempts => 1,
+                                 signature_scheme => 'github', signing_secrets => '{worker-secret}',
+                                 external_id_path => '$.post.id');
+\set body '{"post": {"id": "book1"}}'
+SELECT outcome FROM webhook_ingest.receive('hub_fk', github_headers(:'body', 'delivery-5'), :'body');
+\set body '{"post": {"id": "orphan"}}'
+SELECT outcome FROM webhook_ingest.receive('hub_fk', github_headers(:'body', 'delivery-6'), :'body');
+SELECT wait_until($$SELECT count(*) = 2 FROM webhook_ingest.jobs WHERE source = 'hub_fk' AND state IN ('done', 'dead')$$);
+SELECT external_id, state, last_error FROM webhook_ingest.jobs WHERE source = 'hub_fk' ORDER BY external_id;
+SELECT id, author_id FROM rx_books;
+
+SELECT webhook_ingest.drop_source(s, force => true) FROM unnest(ARRAY['hub', 'hub_amb', 'hub_0a', 'hub_fk']) s;
 DROP EXTENSION pgcrypto;
