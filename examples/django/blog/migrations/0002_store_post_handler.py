@@ -26,11 +26,9 @@ DECLARE
     v_tags text[];
     v_categories text[];
 BEGIN
-    -- Django makes every foreign key DEFERRABLE INITIALLY DEFERRED.  The
-    -- worker runs handlers in a security-restricted operation, where a
-    -- deferred check cannot be queued: check them now, statement by statement.
-    SET CONSTRAINTS ALL IMMEDIATE;
-
+    -- Django makes every foreign key DEFERRABLE INITIALLY DEFERRED; the worker
+    -- calls handlers with all constraints immediate, so each is checked at its
+    -- statement, inside this call.
     IF p_details IS NULL THEN   -- the upstream answered 404 or 410: the post is gone
         DELETE FROM blog_post_tags WHERE post_id IN (SELECT id FROM blog_post WHERE external_id = p_external_id);
         DELETE FROM blog_filing WHERE post_id IN (SELECT id FROM blog_post WHERE external_id = p_external_id);
