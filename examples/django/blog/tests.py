@@ -93,6 +93,20 @@ class WebhookTests(TransactionTestCase):
         self.assertEqual(post.filing_set.count(), len(want["categories"]))
         return post
 
+    def test_app_and_owner_are_not_superusers(self):
+        # What the example claims: no superuser after dba-setup.sql.
+        for alias, member_of in (("default", "webhook_ingest_enqueue"), ("owner", "webhook_ingest_admin")):
+            with connections[alias].cursor() as cur:
+                cur.execute("SELECT current_user, rolsuper, pg_has_role(current_user, %s, 'USAGE') "
+                            "FROM pg_roles WHERE rolname = current_user", [member_of])
+                user, superuser, member = cur.fetchone()
+            self.assertEqual(user, settings.DATABASES[alias]["USER"])
+            self.assertEqual((superuser, member), (False, True), alias)
+        with connections["owner"].cursor() as cur:  # the handler runs as its owner, the migration role
+            cur.execute("SELECT pg_get_userbyid(p.proowner) FROM webhook_ingest.sources s "
+                        "JOIN pg_proc p ON p.oid = s.handler WHERE s.name = 'blog'")
+            self.assertEqual(cur.fetchone()[0], settings.DATABASES["owner"]["USER"])
+
     def test_fresh_delivery_is_queued_and_fetched(self):
         post_id = new_id("post")
         r = self.deliver(event(post_id))

@@ -112,6 +112,20 @@ async function assertPostAsFetched(postId, fetches = 1) {
   assert.deepEqual(rows[0].categories, [...want.categories].sort());
 }
 
+test('the app and the owner are not superusers; the handler is the owner\'s', async () => {
+  for (const [pool, role, memberOf] of [[app, appRole, 'webhook_ingest_enqueue'],
+    [admin, ownerRole, 'webhook_ingest_admin']]) {
+    const { rows } = await pool.query(
+      `SELECT current_user AS who, rolsuper, pg_has_role(current_user, $1, 'USAGE') AS member
+         FROM pg_roles WHERE rolname = current_user`, [memberOf]);
+    assert.deepEqual(rows[0], { who: role, rolsuper: false, member: true });
+  }
+  const { rows } = await admin.query(
+    `SELECT DISTINCT pg_get_userbyid(p.proowner) AS owner FROM webhook_ingest.sources s
+       JOIN pg_proc p ON p.oid = s.handler WHERE s.name IN ('blog', 'payments')`);
+  assert.deepEqual(rows, [{ owner: ownerRole }]);
+});
+
 test('a fresh Standard Webhooks delivery is 202 queued, and the worker stores the fetched post', async () => {
   const postId = newId('post');
   const r = await deliverBlog(blogEvent(postId));
