@@ -98,8 +98,9 @@ sub stop
 {
 	my $self = shift;
 	return unless $self->{run};
-	$self->{run}->signal('INT');	# a safe shutdown
-	eval { $self->{run}->finish; 1 } or $self->{run}->kill_kill;
+	# SIGTERM: an immediate shutdown (SIGINT would wait for every client,
+	# and a test that died leaves its sessions open).
+	$self->{run}->kill_kill(grace => 5);
 	delete $self->{run};
 	@running = grep { $_ != $self } @running;
 }
