@@ -10,19 +10,24 @@
 EXTENSION = webhook_ingest
 MODULE_big = webhook_ingest
 OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
-# The install and update scripts; CREATE EXTENSION runs the fresh-install
-# script of the current version, which is generated from the landed chain
-# (sql/fresh_install.awk), so each statement exists once.
-UPDATE_CHAIN = sql/webhook_ingest--0.1.0.sql sql/webhook_ingest--0.1.0--0.2.0.sql \
+# The install and update scripts.  CREATE EXTENSION runs the fresh-install
+# script of a version, which is generated from the landed chain up to it
+# (sql/fresh_install.awk), so each statement exists once: one for the
+# current version and one for each landed version (an upgrade source, which
+# the tests install as it was).
+CHAIN_0.3.0 = sql/webhook_ingest--0.1.0.sql sql/webhook_ingest--0.1.0--0.2.0.sql \
 	sql/webhook_ingest--0.2.0--0.3.0.sql
-FRESH_INSTALL = sql/webhook_ingest--0.3.0.sql
-DATA = $(filter-out $(FRESH_INSTALL),$(sort $(wildcard sql/webhook_ingest--*.sql)))
-DATA_built = $(FRESH_INSTALL)
+CHAIN_0.4.0 = $(CHAIN_0.3.0) sql/webhook_ingest--0.3.0--0.4.0.sql
+FRESH_INSTALLS = sql/webhook_ingest--0.3.0.sql sql/webhook_ingest--0.4.0.sql
+DATA = $(filter-out $(FRESH_INSTALLS),$(sort $(wildcard sql/webhook_ingest--*.sql)))
+DATA_built = $(FRESH_INSTALLS)
 
 PG_CONFIG ?= pg_config
 
 CURL_CONFIG ?= curl-config
 SHLIB_LINK += $(shell $(CURL_CONFIG) --libs 2>/dev/null || echo -lcurl)
+# OpenSSL's HMAC, base64 and CRYPTO_memcmp for src/signature.c.
+SHLIB_LINK += -lcrypto
 PG_CPPFLAGS += -Isrc $(shell $(CURL_CONFIG) --cflags 2>/dev/null)
 PG_CFLAGS += -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers -Wno-sign-compare
 
@@ -48,8 +53,10 @@ include $(PGXS)
 # After the include: Makefile.global resets it.
 PROVE_FLAGS = -v
 
-$(FRESH_INSTALL): $(UPDATE_CHAIN) sql/fresh_install.awk
-	awk -f sql/fresh_install.awk $(UPDATE_CHAIN) > $@
+sql/webhook_ingest--0.3.0.sql: $(CHAIN_0.3.0) sql/fresh_install.awk
+	awk -f sql/fresh_install.awk $(CHAIN_0.3.0) > $@
+sql/webhook_ingest--0.4.0.sql: $(CHAIN_0.4.0) sql/fresh_install.awk
+	awk -f sql/fresh_install.awk $(CHAIN_0.4.0) > $@
 
 # Every object depends on every header (PGXS tracks no header dependencies).
 $(OBJS): $(wildcard src/*.h)
@@ -61,6 +68,8 @@ unit-suite:
 	$(CC) $(CFLAGS) $(CPPFLAGS) -o test/unit/redirect_test test/unit/redirect_test.c src/redirect.c \
 		$(SHLIB_LINK) -L$(pkglibdir) -lpgcommon -lpgport
 	test/unit/redirect_test
+	$(CC) $(CFLAGS) -DWI_FRONTEND -Isrc -o test/unit/signature_test test/unit/signature_test.c src/signature.c -lcrypto
+	test/unit/signature_test
 regress-suite:
 	$(pg_regress_installcheck) $(REGRESS_OPTS) $(REGRESS)
 isolation-suite:

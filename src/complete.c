@@ -380,6 +380,15 @@ handle(Transfer *t, bool gone)
 	notify_done(t);
 }
 
+/* A handler that could not be called, or whose error no retry fixes, ends the job. */
+static WiVerdict
+handler_error_verdict(Transfer *t, ErrorData *e)
+{
+	if (OidIsValid(t->handler) && wi_handler_was_refused())
+		return WI_V_DEAD;
+	return wi_handler_error_final(e->sqlerrcode) ? WI_V_DEAD : WI_V_RETRY;
+}
+
 /* What went wrong in a handler, for last_error. */
 static char *
 handler_failure(Transfer *t, ErrorData *e, bool gone, double handler_ms)
@@ -388,7 +397,11 @@ handler_failure(Transfer *t, ErrorData *e, bool gone, double handler_ms)
 
 	if (wi_handler_timed_out(e, handler_ms))
 		return psprintf("%s: cancelled after webhook_ingest.handler_timeout (%d ms)", what, wi_handler_timeout_ms);
-	return psprintf("%s: %s", what, e->message);	/* clipped right after CopyErrorData */
+	/* The message is clipped right after CopyErrorData. */
+	if (wi_handler_error_final(e->sqlerrcode))
+		return psprintf("%s: %s (SQLSTATE %s, not retried)", what,
+						e->message, unpack_sql_state(e->sqlerrcode));
+	return psprintf("%s: %s", what, e->message);
 }
 
 /* Step 2 for one job whose row this transaction holds. */
@@ -443,8 +456,8 @@ complete_one(Transfer *t, WiCounters *counters)
 		MemoryContextSwitchTo(before);
 		CurrentResourceOwner = owner;
 		counters->handler_errors++;
-		record_failure(t, OidIsValid(t->handler) && wi_handler_was_refused() ? WI_V_DEAD : WI_V_RETRY,
-					   handler_failure(t, e, verdict == WI_V_GONE, handler_ms), elapsed_ms);
+		record_failure(t, handler_error_verdict(t, e), handler_failure(t, e, verdict == WI_V_GONE, handler_ms),
+					   elapsed_ms);
 		count_failure(counters, t);
 		FreeErrorData(e);
 	}

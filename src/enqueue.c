@@ -19,6 +19,7 @@
  *		Before either step, as the caller (enqueue is not SECURITY DEFINER,
  *		see access.c): the payload's size, the source's existence and its
  *		enqueue_roles.  Only then does it act as the function's owner.
+ *		receive() (receive.c) takes the same steps (enqueue.h).
  */
 #include "postgres.h"
 
@@ -41,6 +42,7 @@
 #include "webhook_ingest.h"
 #include "access.h"
 #include "queue_write.h"
+#include "enqueue.h"
 
 PG_FUNCTION_INFO_V1(webhook_ingest_enqueue);
 
@@ -221,8 +223,8 @@ enqueue_direct(text *source, text *external_id, Datum payload, bool payload_null
  * its uncompressed size, varlena header included (pg_column_size of the
  * freshly built value), read without detoasting it.
  */
-static void
-check_payload_size(Datum payload)
+void
+wi_check_payload_size(Datum payload)
 {
 	Size		size = toast_raw_datum_size(payload);
 
@@ -235,41 +237,31 @@ check_payload_size(Datum payload)
 				 errhint("Pass the object id and let the worker fetch the object, or raise webhook_ingest.max_payload_size.")));
 }
 
-Datum
-webhook_ingest_enqueue(PG_FUNCTION_ARGS)
+/*
+ * The first step of every intake function, before it reads anything for the
+ * caller: the lock on jobs (see wi_lock_jobs), then, as the caller, the
+ * source's existence and whether it admits the caller.
+ */
+void
+wi_enqueue_admit(text *source)
 {
-	text	   *source;
-	text	   *external_id;
-	text	   *event_id = NULL;
-	Datum		payload = (Datum) 0;
-	bool		payload_null = PG_ARGISNULL(2);
+	wi_lock_jobs();
+	wi_check_may_enqueue(source, GetUserId());
+}
+
+/*
+ * The last step, after wi_enqueue_admit and the function's own checks:
+ * remember the event, upsert the job (as the function's owner), wake the
+ * worker at commit.  Returns the (job_id, outcome) row.
+ */
+Datum
+wi_enqueue_write(FunctionCallInfo fcinfo, text *source, text *external_id, Datum payload, bool payload_null,
+				 text *event_id)
+{
 	int64		job_id = 0;
 	bool		job_id_null = false;
-	EnqueueOutcome outcome = OUTCOME_QUEUED;
+	EnqueueOutcome outcome;
 	WiSavedUser caller;
-
-	/* Check everything before touching anything. */
-	PreventCommandIfReadOnly("webhook_ingest.enqueue()");
-	PreventCommandIfParallelMode("webhook_ingest.enqueue()");
-	wi_check_not_null(PG_ARGISNULL(0), "source");
-	wi_check_not_null(PG_ARGISNULL(1), "external_id");
-	source = PG_GETARG_TEXT_PP(0);
-	external_id = PG_GETARG_TEXT_PP(1);
-	if (VARSIZE_ANY_EXHDR(source) == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("source must not be empty")));
-	wi_check_id("external_id", VARDATA_ANY(external_id), VARSIZE_ANY_EXHDR(external_id));
-	if (!PG_ARGISNULL(3))
-	{
-		event_id = PG_GETARG_TEXT_PP(3);
-		wi_check_id("event_id", VARDATA_ANY(event_id), VARSIZE_ANY_EXHDR(event_id));
-	}
-	if (!payload_null)
-	{
-		check_payload_size(PG_GETARG_DATUM(2));
-		payload = PointerGetDatum(PG_GETARG_JSONB_P(2));
-	}
 
 	if (result_desc == NULL)
 	{
@@ -277,16 +269,12 @@ webhook_ingest_enqueue(PG_FUNCTION_ARGS)
 		MemoryContext old;
 
 		if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
-			elog(ERROR, "return type of enqueue must be a row type");
+			elog(ERROR, "return type of an intake function must be a row type");
 		old = MemoryContextSwitchTo(TopMemoryContext);
 		desc = CreateTupleDescCopy(desc);
 		MemoryContextSwitchTo(old);
 		result_desc = BlessTupleDesc(desc);
 	}
-
-	wi_lock_jobs();
-	/* As the caller, after the lock (see wi_lock_jobs): may it enqueue here? */
-	wi_check_may_enqueue(source, GetUserId());
 
 	wi_become_owner(fcinfo, &caller);
 	if (wi_direct_write_possible())
@@ -301,4 +289,47 @@ webhook_ingest_enqueue(PG_FUNCTION_ARGS)
 	if (outcome != OUTCOME_DUPLICATE)
 		wi_wake_worker_at_commit();
 	return make_result(job_id, job_id_null, outcome);
+}
+
+Datum
+webhook_ingest_enqueue(PG_FUNCTION_ARGS)
+{
+	text	   *source;
+	text	   *external_id;
+	text	   *event_id = NULL;
+	Datum		payload = (Datum) 0;
+	bool		payload_null = PG_ARGISNULL(2);
+
+	/* Check everything before touching anything. */
+	PreventCommandIfReadOnly("webhook_ingest.enqueue()");
+	PreventCommandIfParallelMode("webhook_ingest.enqueue()");
+	wi_check_not_null(PG_ARGISNULL(0), "source");
+	wi_check_not_null(PG_ARGISNULL(1), "external_id");
+	source = PG_GETARG_TEXT_PP(0);
+	external_id = PG_GETARG_TEXT_PP(1);
+	wi_check_source_name(source);
+	wi_check_id("external_id", VARDATA_ANY(external_id), VARSIZE_ANY_EXHDR(external_id));
+	if (!PG_ARGISNULL(3))
+	{
+		event_id = PG_GETARG_TEXT_PP(3);
+		wi_check_id("event_id", VARDATA_ANY(event_id), VARSIZE_ANY_EXHDR(event_id));
+	}
+	if (!payload_null)
+	{
+		wi_check_payload_size(PG_GETARG_DATUM(2));
+		payload = PointerGetDatum(PG_GETARG_JSONB_P(2));
+	}
+
+	wi_enqueue_admit(source);
+	return wi_enqueue_write(fcinfo, source, external_id, payload, payload_null, event_id);
+}
+
+/* A source name as an intake function's argument: not empty. */
+void
+wi_check_source_name(text *source)
+{
+	if (VARSIZE_ANY_EXHDR(source) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("source must not be empty")));
 }

@@ -142,13 +142,16 @@ invoke(Oid handler, Datum *args, const bool *nulls)
 }
 
 /*
- * What a handler leaves in its transaction besides settings, undone before
- * the next job's: SET CONSTRAINTS (back to all immediate - a deferred
- * trigger cannot be queued in a security-restricted operation anyway) and
- * the cursors it left open.
+ * SET CONSTRAINTS ALL IMMEDIATE, for the handler and after it.  A deferred
+ * trigger cannot be queued in a security-restricted operation ("cannot fire
+ * deferred trigger"), so a constraint that is DEFERRABLE INITIALLY DEFERRED
+ * (every foreign key Django makes) would fail every write of a handler:
+ * checked at once instead, it holds or fails inside the handler's own
+ * subtransaction.  And a SET CONSTRAINTS the handler ran does not reach the
+ * next job.
  */
 static void
-reset_transaction_state(void)
+all_constraints_immediate(void)
 {
 	ConstraintsSetStmt all_immediate;
 
@@ -157,6 +160,16 @@ reset_transaction_state(void)
 	all_immediate.constraints = NIL;
 	all_immediate.deferred = false;
 	AfterTriggerSetState(&all_immediate);
+}
+
+/*
+ * What a handler leaves in its transaction besides settings, undone before
+ * the next job's: SET CONSTRAINTS and the cursors it left open.
+ */
+static void
+reset_transaction_state(void)
+{
+	all_constraints_immediate();
 	PortalHashTableDeleteAll();
 }
 
@@ -183,6 +196,7 @@ wi_call_handler(Oid handler, Datum *args, const bool *nulls)
 	nest_level = NewGUCNestLevel();
 	(void) set_config_option("search_path", handler_search_path, PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
+	all_constraints_immediate();
 	started = GetCurrentTimestamp();
 	enable_timeout_after(STATEMENT_TIMEOUT, wi_handler_timeout_ms);
 	enable_timeout_after(hard_deadline, wi_handler_timeout_ms + Min(wi_handler_timeout_ms, WI_HARD_DEADLINE_GRACE_MS));

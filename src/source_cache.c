@@ -1,7 +1,8 @@
 /*
  * source_cache.c
  *		Per-backend cache of the sources known to exist, with who may
- *		enqueue into each (enqueue_roles), so enqueue() need not look each
+ *		enqueue into each (enqueue_roles) and how receive() reads their
+ *		requests (the intake settings), so neither function need look each
  *		one up.  Only positive answers are kept.  A statement trigger on
  *		webhook_ingest.sources turns every change there into a relcache
  *		invalidation of the table, and the callback here empties the cache.
@@ -32,16 +33,24 @@
 
 #include "webhook_ingest.h"
 #include "access.h"
+#include "intake.h"
 #include "queue_write.h"
 
 PG_FUNCTION_INFO_V1(webhook_ingest_sources_changed);
 
 #define SOURCE_KEY_LEN	64		/* source names are at most 63 bytes */
 
+/* What is known of one source; every pointer in one memory context. */
+typedef struct SourceInfo
+{
+	WiSourceAccess access;
+	WiSourceIntake intake;
+} SourceInfo;
+
 typedef struct SourceEntry
 {
 	char		name[SOURCE_KEY_LEN];
-	WiSourceAccess access;		/* its role list in cache_cxt */
+	SourceInfo	info;			/* in cache_cxt */
 } SourceEntry;
 
 static MemoryContext cache_cxt = NULL;	/* the table and the role lists */
@@ -97,13 +106,54 @@ key_of(text *source, char *key)
 	return true;
 }
 
+/* The varlena in a column, copied (detoasted) into the current context. */
+static void *
+copy_varlena(Datum value)
+{
+	return PG_DETOAST_DATUM_COPY(value);
+}
+
+/*
+ * One column of a source's row into *info.  Columns are read by name: those
+ * added by a later version are missing before its update, which means NULL
+ * (or the default).
+ */
+static void
+read_column(const char *name, Datum value, bool isnull, SourceInfo *info)
+{
+	if (strcmp(name, "enqueue_roles") == 0 && !isnull)
+	{
+		Datum	   *elems;
+		int			nelems;
+
+		deconstruct_array(DatumGetArrayTypeP(value), REGROLEOID, sizeof(Oid), true, TYPALIGN_INT,
+						  &elems, NULL, &nelems);
+		info->access.nroles = 0;
+		info->access.roles = palloc(sizeof(Oid) * Max(nelems, 1));
+		for (int j = 0; j < nelems; j++)
+			info->access.roles[info->access.nroles++] = DatumGetObjectId(elems[j]);
+	}
+	else if (isnull)
+		return;
+	else if (strcmp(name, "signature_scheme") == 0)
+		info->intake.signature_scheme = copy_varlena(value);
+	else if (strcmp(name, "signing_secrets") == 0)
+		info->intake.signing_secrets = copy_varlena(value);
+	else if (strcmp(name, "signature_tolerance") == 0)
+		info->intake.signature_tolerance = *DatumGetIntervalP(value);
+	else if (strcmp(name, "external_id_path") == 0)
+		info->intake.external_id_path = copy_varlena(value);
+	else if (strcmp(name, "event_id_path") == 0)
+		info->intake.event_id_path = copy_varlena(value);
+}
+
 /*
  * The source's row as of now (the latest snapshot, after the lock on jobs
- * the caller took): does it exist, and its enqueue_roles (read by name: the
- * column is missing before 0.3.0, which means NULL).
+ * the caller took): does it exist, and what it says, in the current memory
+ * context.
  */
 static bool
-fetch_source(text *source, WiSourceAccess *access)
+fetch_source(text *source, SourceInfo *info)
 {
 	Oid			nsp = get_namespace_oid(WI_SCHEMA_NAME, false);
 	Oid			relid = get_relname_relid("sources", nsp);
@@ -124,8 +174,9 @@ fetch_source(text *source, WiSourceAccess *access)
 	scan = systable_beginscan(rel, indexid, true, snapshot, 1, &key);
 	tuple = systable_getnext(scan);
 	found = HeapTupleIsValid(tuple);
-	access->nroles = -1;
-	access->roles = NULL;
+	memset(info, 0, sizeof(*info));
+	info->access.nroles = -1;
+	info->intake.signature_tolerance.time = 5 * 60 * USECS_PER_SEC;
 	if (found)
 	{
 		TupleDesc	desc = RelationGetDescr(rel);
@@ -135,21 +186,11 @@ fetch_source(text *source, WiSourceAccess *access)
 			Form_pg_attribute att = TupleDescAttr(desc, i);
 			bool		isnull;
 			Datum		value;
-			Datum	   *elems;
-			int			nelems;
 
-			if (att->attisdropped || strcmp(NameStr(att->attname), "enqueue_roles") != 0)
+			if (att->attisdropped)
 				continue;
 			value = heap_getattr(tuple, i + 1, desc, &isnull);
-			if (isnull)
-				break;
-			deconstruct_array(DatumGetArrayTypeP(value), REGROLEOID, sizeof(Oid), true, TYPALIGN_INT,
-							  &elems, NULL, &nelems);
-			access->nroles = 0;
-			access->roles = palloc(sizeof(Oid) * Max(nelems, 1));
-			for (int j = 0; j < nelems; j++)
-				access->roles[access->nroles++] = DatumGetObjectId(elems[j]);
-			break;
+			read_column(NameStr(att->attname), value, isnull, info);
 		}
 	}
 	systable_endscan(scan);
@@ -157,32 +198,54 @@ fetch_source(text *source, WiSourceAccess *access)
 	return found;
 }
 
-static void
-copy_access(WiSourceAccess *to, int nroles, const Oid *roles, MemoryContext cxt)
+static void *
+copy_in(const void *from, Size size, MemoryContext cxt)
 {
-	to->nroles = nroles;
-	to->roles = NULL;
-	if (nroles >= 0)
-	{
-		to->roles = MemoryContextAlloc(cxt, sizeof(Oid) * Max(nroles, 1));
-		memcpy(to->roles, roles, sizeof(Oid) * nroles);
-	}
+	void	   *to;
+
+	if (from == NULL)
+		return NULL;
+	to = MemoryContextAlloc(cxt, size);
+	memcpy(to, from, size);
+	return to;
+}
+
+/* A copy of *from in cxt. */
+static void
+copy_info(SourceInfo *to, const SourceInfo *from, MemoryContext cxt)
+{
+	const WiSourceIntake *in = &from->intake;
+
+	*to = *from;
+	to->access.roles = NULL;
+	if (from->access.nroles >= 0)
+		to->access.roles = copy_in(from->access.roles, sizeof(Oid) * Max(from->access.nroles, 1), cxt);
+	to->intake.signature_scheme = copy_in(in->signature_scheme,
+										  in->signature_scheme ? VARSIZE(in->signature_scheme) : 0, cxt);
+	to->intake.signing_secrets = copy_in(in->signing_secrets,
+										 in->signing_secrets ? VARSIZE(in->signing_secrets) : 0, cxt);
+	to->intake.external_id_path = copy_in(in->external_id_path,
+										  in->external_id_path ? VARSIZE(in->external_id_path) : 0, cxt);
+	to->intake.event_id_path = copy_in(in->event_id_path,
+									   in->event_id_path ? VARSIZE(in->event_id_path) : 0, cxt);
 }
 
 /*
- * Does the source exist, and who may enqueue into it?  Asks the table on a
- * miss.  fresh: process pending invalidations first (enqueue); otherwise
- * answer as of the last time they were processed (a row security policy,
- * consistent for the whole query).  *access is the caller's copy.
+ * What is known of the source, or NULL if it does not exist.  Asks the table
+ * on a miss.  fresh: process pending invalidations first (enqueue, receive);
+ * otherwise answer as of the last time they were processed (a row security
+ * policy, consistent for the whole query).  The answer is the cache's (or,
+ * for a name too long to be a key, the current context's): copy what is
+ * needed before anything else can process invalidations.
  */
-bool
-wi_source_lookup(text *source, bool fresh, WiSourceAccess *access)
+static const SourceInfo *
+lookup(text *source, bool fresh)
 {
 	static bool registered = false;
 	char		key[SOURCE_KEY_LEN];
 	uint64		before;
 	SourceEntry *entry;
-	WiSourceAccess fetched;
+	SourceInfo *fetched = palloc(sizeof(SourceInfo));
 
 	if (!registered)
 	{
@@ -192,26 +255,58 @@ wi_source_lookup(text *source, bool fresh, WiSourceAccess *access)
 	if (fresh)
 		AcceptInvalidationMessages();
 	if (!key_of(source, key))
-		return fetch_source(source, access);
+		return fetch_source(source, fetched) ? fetched : NULL;
 	entry = hash_search(source_table(), key, HASH_FIND, NULL);
 	if (entry != NULL)
-	{
-		copy_access(access, entry->access.nroles, entry->access.roles, CurrentMemoryContext);
-		return true;
-	}
+		return &entry->info;
+
 	/*
 	 * The lookup may process invalidations, and so drop the table (fetch it
 	 * anew) or make its answer stale (then do not keep it).
 	 */
 	before = invalidations;
-	if (!fetch_source(source, &fetched))
+	if (!fetch_source(source, fetched))
+		return NULL;
+	if (invalidations != before)
+		return fetched;
+	entry = hash_search(source_table(), key, HASH_ENTER, NULL);
+	copy_info(&entry->info, fetched, cache_cxt);
+	return &entry->info;
+}
+
+/*
+ * Does the source exist, and who may enqueue into it?  *access is the
+ * caller's copy.
+ */
+bool
+wi_source_lookup(text *source, bool fresh, WiSourceAccess *access)
+{
+	const SourceInfo *info = lookup(source, fresh);
+
+	if (info == NULL)
 		return false;
-	*access = fetched;
-	if (invalidations == before)
-	{
-		entry = hash_search(source_table(), key, HASH_ENTER, NULL);
-		copy_access(&entry->access, fetched.nroles, fetched.roles, cache_cxt);
-	}
+	*access = info->access;
+	if (info->access.nroles >= 0)
+		access->roles = copy_in(info->access.roles, sizeof(Oid) * Max(info->access.nroles, 1),
+								CurrentMemoryContext);
+	return true;
+}
+
+/*
+ * The source's intake settings, as of the last lookup (receive() made a
+ * fresh one a moment ago); false if it does not exist.  *intake is the
+ * caller's copy.
+ */
+bool
+wi_source_intake(text *source, WiSourceIntake *intake)
+{
+	const SourceInfo *info = lookup(source, false);
+	SourceInfo	copy;
+
+	if (info == NULL)
+		return false;
+	copy_info(&copy, info, CurrentMemoryContext);
+	*intake = copy.intake;
 	return true;
 }
 

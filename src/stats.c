@@ -344,6 +344,13 @@ webhook_ingest_recent_counts(PG_FUNCTION_ARGS)
  * The value below which a fraction p of the histogram lies, in ms:
  * interpolated geometrically inside the bucket that holds it.
  */
+/* Milliseconds as the views show them: to 0.1 ms. */
+static double
+tenths(double ms)
+{
+	return round(ms * 10.0) / 10.0;
+}
+
 static double
 percentile_ms(const uint64 *hist, uint64 total, double p)
 {
@@ -417,8 +424,8 @@ webhook_ingest_latency(PG_FUNCTION_ARGS)
 		values[1] = Int64GetDatum((int64) total);
 		for (int k = 0; k < 3; k++)
 		{
-			values[2 + k] = Float8GetDatum(percentile_ms(done_us, total, p[k]));
-			values[5 + k] = Float8GetDatum(percentile_ms(fetch_us, total, p[k]));
+			values[2 + k] = Float8GetDatum(tenths(percentile_ms(done_us, total, p[k])));
+			values[5 + k] = Float8GetDatum(tenths(percentile_ms(fetch_us, total, p[k])));
 		}
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
@@ -455,7 +462,7 @@ webhook_ingest_recent_failures(PG_FUNCTION_ARGS)
 		values[5] = Int32GetDatum(f->http_status);
 		nulls[5] = f->http_status == 0;
 		values[6] = CStringGetTextDatum(f->error);
-		values[7] = Float8GetDatum(f->fetch_ms);
+		values[7] = Float8GetDatum(tenths(f->fetch_ms));
 		values[8] = CStringGetTextDatum(f->dead ? "dead" : "retry");
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}

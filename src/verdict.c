@@ -6,7 +6,8 @@
  *
  *		What the network guard or the redirect policy refused (http.c records
  *		it in t->refused) ends the job at once: asking again gets the same
- *		answer until an operator changes the setting the message names.
+ *		answer until an operator changes the setting the message names.  So
+ *		does a handler error that no retry can fix (wi_handler_error_final).
  */
 #include "postgres.h"
 
@@ -47,3 +48,18 @@ wi_judge(Transfer *t, StringInfo why)
 	return WI_V_DEAD;
 }
 
+
+/*
+ * A handler error that running the handler again cannot fix: its code is
+ * wrong (class 42, syntax error or access rule violation: an ambiguous
+ * column, a missing table or function, a missing privilege) or uses what the
+ * server does not support (class 0A).  Fixing it takes a change of the
+ * handler, the schema or a grant, and then retry_dead().
+ */
+bool
+wi_handler_error_final(int sqlerrcode)
+{
+	int			class = ERRCODE_TO_CATEGORY(sqlerrcode);
+
+	return class == ERRCODE_SYNTAX_ERROR_OR_ACCESS_RULE_VIOLATION || class == ERRCODE_FEATURE_NOT_SUPPORTED;
+}

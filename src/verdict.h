@@ -21,5 +21,6 @@ typedef enum WiVerdict
 } WiVerdict;
 
 extern WiVerdict wi_judge(Transfer *t, StringInfo why);
+extern bool wi_handler_error_final(int sqlerrcode);
 
 #endif							/* WI_VERDICT_H */

@@ -39,7 +39,7 @@ SELECT count(*) AS jobs_before FROM webhook_ingest.jobs \gset
 SELECT pg_relation_filenode('webhook_ingest.jobs') AS jobs_file,
        (SELECT string_agg(pg_relation_filenode(indexrelid)::text, ',' ORDER BY indexrelid::regclass::text)
           FROM pg_index WHERE indrelid = 'webhook_ingest.jobs'::regclass) AS index_files \gset
-ALTER EXTENSION webhook_ingest UPDATE;
+ALTER EXTENSION webhook_ingest UPDATE TO '0.3.0';
 SELECT extversion FROM pg_extension WHERE extname = 'webhook_ingest';
 -- every row kept, and jobs and its indexes neither rewritten nor rebuilt
 SELECT count(*) = :jobs_before AS every_job_kept FROM webhook_ingest.jobs;
@@ -87,3 +87,32 @@ SELECT pg_describe_object(classid, objid, 0) AS member
  WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'
    AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'webhook_ingest')
  ORDER BY 1;
+
+-- 0.3.0 -> 0.4.0: every row kept, nothing rewritten; the sources keep working
+-- through enqueue, and get the intake settings (NULL: receive() refuses)
+SELECT count(*) AS jobs_before FROM webhook_ingest.jobs \gset
+SELECT pg_relation_filenode('webhook_ingest.jobs') AS jobs_file,
+       pg_relation_filenode('webhook_ingest.sources') AS sources_file,
+       pg_relation_filenode('webhook_ingest.events') AS events_file \gset
+ALTER EXTENSION webhook_ingest UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'webhook_ingest';
+SELECT count(*) = :jobs_before AS every_job_kept FROM webhook_ingest.jobs;
+SELECT pg_relation_filenode('webhook_ingest.jobs') = :jobs_file AS jobs_not_rewritten,
+       pg_relation_filenode('webhook_ingest.sources') = :sources_file AS sources_not_rewritten,
+       pg_relation_filenode('webhook_ingest.events') = :events_file AS events_not_rewritten;
+SELECT name, signature_scheme, signing_secrets, signature_tolerance, external_id_path, event_id_path
+  FROM webhook_ingest.sources;
+SELECT outcome FROM webhook_ingest.enqueue('up', 'a', NULL, 'e1');
+SELECT outcome FROM webhook_ingest.enqueue('up', 'e', NULL, 'e6');
+\set VERBOSITY default
+SELECT * FROM webhook_ingest.receive('up', '{}', '{}');
+\set VERBOSITY terse
+SELECT webhook_ingest.alter_source('up', signature_scheme => 'github', signing_secrets => '{s}',
+                                   external_id_path => '$.id');
+SELECT outcome FROM webhook_ingest.receive('up',
+    '{"X-Hub-Signature-256": "sha256=4a7d9c1ce6c3e4b2a1b7ad3d5d0a3af2a1a5e8ad3f0c3d5f1a0a3a2c1b0d9e8f"}', '{"id": "f"}');
+SELECT outcome FROM webhook_ingest.receive('up',
+    '{"X-Hub-Signature-256": "sha256=effd84f79b14c2cf6e81710a121ddccd6c4ba29c8c73274fbbf3a66135fb568d"}', '{"id": "f"}');
+SELECT p.oid::regprocedure AS function, p.prosecdef
+  FROM pg_proc p WHERE p.pronamespace = 'webhook_ingest'::regnamespace AND p.prokind = 'f'
+   AND p.proname !~ '^_' ORDER BY 1::text;

@@ -1,0 +1,256 @@
+/* webhook_ingest--0.3.0--0.4.0.sql: intake from real frameworks - signatures, receive() */
+
+\echo Use "ALTER EXTENSION webhook_ingest UPDATE TO '0.4.0'" to load this file. \quit
+
+/*
+ * Nothing here rewrites or scans a table: the new columns of sources have
+ * no default or a constant one (catalog-only since PostgreSQL 11), and jobs,
+ * events and documents are not touched.
+ */
+
+/*
+ * Per-source intake settings, for receive(): how the sender signs (the
+ * scheme and the secrets to try, several during a rotation), how far a
+ * signed timestamp may be from now, and where in the body the object id
+ * and the event id are.  Secrets are in sources, which app roles cannot
+ * read (as headers).
+ */
+ALTER TABLE webhook_ingest.sources
+    ADD COLUMN signature_scheme text,
+    ADD COLUMN signing_secrets text[],
+    ADD COLUMN signature_tolerance interval NOT NULL DEFAULT '5 minutes',
+    ADD COLUMN external_id_path jsonpath,
+    ADD COLUMN event_id_path jsonpath;
+COMMENT ON COLUMN webhook_ingest.sources.signature_scheme IS
+    'how the sender signs its webhooks: standard-webhooks, stripe, github, shopify or slack; NULL: receive() refuses';
+COMMENT ON COLUMN webhook_ingest.sources.signing_secrets IS
+    'the secrets receive() tries, any one may match (rotation); as secret as headers';
+COMMENT ON COLUMN webhook_ingest.sources.signature_tolerance IS
+    'how far a signed timestamp may be from now, either way (schemes that sign one)';
+COMMENT ON COLUMN webhook_ingest.sources.external_id_path IS
+    'where receive() finds the object id in the body (a string or number); NULL: receive() refuses';
+COMMENT ON COLUMN webhook_ingest.sources.event_id_path IS
+    'where receive() finds the event id in the body; NULL: the scheme''s delivery id';
+
+-- Validation of the intake settings (src/intake.c): a known scheme, usable secrets, a sane tolerance.
+CREATE FUNCTION webhook_ingest._check_intake(
+    signature_scheme text, signing_secrets text[], signature_tolerance interval)
+RETURNS void
+AS 'MODULE_PATHNAME', 'webhook_ingest_check_intake'
+LANGUAGE C STABLE;
+
+/* sources_guard checks the intake settings too, whoever writes the row. */
+CREATE OR REPLACE FUNCTION webhook_ingest._guard_source()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    owner oid;
+BEGIN
+    IF TG_OP = 'INSERT' OR
+       (NEW.name, NEW.url_template, NEW.handler, NEW.headers, NEW.timeout_ms, NEW.max_attempts)
+       IS DISTINCT FROM (OLD.name, OLD.url_template, OLD.handler, OLD.headers, OLD.timeout_ms, OLD.max_attempts) THEN
+        PERFORM webhook_ingest._check_source(NEW.name, NEW.url_template, NEW.handler, NEW.headers,
+                                             NEW.timeout_ms, NEW.max_attempts);
+    END IF;
+    IF TG_OP = 'INSERT' OR
+       (NEW.signature_scheme, NEW.signing_secrets, NEW.signature_tolerance)
+       IS DISTINCT FROM (OLD.signature_scheme, OLD.signing_secrets, OLD.signature_tolerance) THEN
+        PERFORM webhook_ingest._check_intake(NEW.signature_scheme, NEW.signing_secrets, NEW.signature_tolerance);
+    END IF;
+    IF NEW.handler IS NOT NULL AND (TG_OP = 'INSERT' OR NEW.handler IS DISTINCT FROM OLD.handler) THEN
+        SELECT p.proowner INTO owner FROM pg_catalog.pg_proc p WHERE p.oid = NEW.handler;
+        IF NOT pg_catalog.pg_has_role(current_user, owner, 'USAGE') THEN
+            RAISE EXCEPTION 'permission denied to register handler %: it is owned by role %',
+                            NEW.handler, owner::regrole
+                USING ERRCODE = 'insufficient_privilege',
+                      DETAIL = format('Handlers run as their owner, and role %s does not have the privileges of role %s.',
+                                      current_user, owner::regrole),
+                      HINT = 'Register it as a role that has them (a member of the owner role), or as a superuser.';
+        END IF;
+    END IF;
+    IF NEW.enqueue_roles IS NOT NULL
+       AND (TG_OP = 'INSERT' OR NEW.enqueue_roles::oid[] IS DISTINCT FROM OLD.enqueue_roles::oid[]) THEN
+        IF pg_catalog.cardinality(NEW.enqueue_roles) = 0 THEN
+            RAISE EXCEPTION 'enqueue_roles must not be empty'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'NULL (reset_enqueue_roles => true in alter_source) lets every member of webhook_ingest_enqueue enqueue.';
+        END IF;
+        IF pg_catalog.array_position(NEW.enqueue_roles, NULL) IS NOT NULL THEN
+            RAISE EXCEPTION 'enqueue_roles must not contain NULL' USING ERRCODE = 'null_value_not_allowed';
+        END IF;
+    END IF;
+    RETURN NEW;
+END
+$fn$;
+
+/*
+ * add_source and alter_source take the intake settings.  Still SECURITY
+ * INVOKER: sources_guard checks the caller's own privileges.
+ */
+DROP FUNCTION webhook_ingest.add_source(text, text, regprocedure, jsonb, integer, integer, regrole[]);
+CREATE FUNCTION webhook_ingest.add_source(
+    name text,
+    url_template text,
+    handler regprocedure DEFAULT NULL,
+    headers jsonb DEFAULT '{}',
+    timeout_ms integer DEFAULT 10000,
+    max_attempts integer DEFAULT 10,
+    enqueue_roles regrole[] DEFAULT NULL,
+    signature_scheme text DEFAULT NULL,
+    signing_secrets text[] DEFAULT NULL,
+    signature_tolerance interval DEFAULT '5 minutes',
+    external_id_path jsonpath DEFAULT NULL,
+    event_id_path jsonpath DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    PERFORM webhook_ingest._check_source(name, url_template, handler, headers, timeout_ms, max_attempts);
+    PERFORM webhook_ingest._check_intake(signature_scheme, signing_secrets, signature_tolerance);
+    INSERT INTO webhook_ingest.sources AS s (name, url_template, handler, headers, timeout_ms, max_attempts,
+                                             enqueue_roles, signature_scheme, signing_secrets,
+                                             signature_tolerance, external_id_path, event_id_path)
+    VALUES (add_source.name, add_source.url_template, add_source.handler,
+            coalesce(add_source.headers, '{}'), add_source.timeout_ms, add_source.max_attempts,
+            add_source.enqueue_roles, add_source.signature_scheme, add_source.signing_secrets,
+            coalesce(add_source.signature_tolerance, '5 minutes'), add_source.external_id_path,
+            add_source.event_id_path)
+    ON CONFLICT ON CONSTRAINT sources_pkey DO NOTHING;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'source "%" already exists', webhook_ingest._clip(name)
+            USING ERRCODE = 'duplicate_object',
+                  HINT = 'Use webhook_ingest.alter_source() to change it.';
+    END IF;
+END
+$fn$;
+COMMENT ON FUNCTION webhook_ingest.add_source(text, text, regprocedure, jsonb, integer, integer, regrole[],
+                                              text, text[], interval, jsonpath, jsonpath) IS
+    'register an upstream API; for receive(): signature_scheme, signing_secrets and external_id_path';
+
+DROP FUNCTION webhook_ingest.alter_source(text, text, regprocedure, jsonb, integer, integer, boolean,
+                                          regrole[], boolean);
+CREATE FUNCTION webhook_ingest.alter_source(
+    name text,
+    url_template text DEFAULT NULL,
+    handler regprocedure DEFAULT NULL,
+    headers jsonb DEFAULT NULL,
+    timeout_ms integer DEFAULT NULL,
+    max_attempts integer DEFAULT NULL,
+    drop_handler boolean DEFAULT false,
+    enqueue_roles regrole[] DEFAULT NULL,
+    reset_enqueue_roles boolean DEFAULT false,
+    signature_scheme text DEFAULT NULL,
+    signing_secrets text[] DEFAULT NULL,
+    signature_tolerance interval DEFAULT NULL,
+    external_id_path jsonpath DEFAULT NULL,
+    event_id_path jsonpath DEFAULT NULL,
+    drop_signature boolean DEFAULT false,
+    reset_event_id_path boolean DEFAULT false)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    cur webhook_ingest.sources;
+BEGIN
+    SELECT * INTO cur FROM webhook_ingest.sources s WHERE s.name = alter_source.name FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'source "%" does not exist', webhook_ingest._clip(name) USING ERRCODE = 'undefined_object';
+    END IF;
+    IF drop_handler AND alter_source.handler IS NOT NULL THEN
+        RAISE EXCEPTION 'cannot both set and drop the handler' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF reset_enqueue_roles AND alter_source.enqueue_roles IS NOT NULL THEN
+        RAISE EXCEPTION 'cannot both set and reset enqueue_roles' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF drop_signature AND (alter_source.signature_scheme IS NOT NULL OR alter_source.signing_secrets IS NOT NULL) THEN
+        RAISE EXCEPTION 'cannot both set and drop the signature settings' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF reset_event_id_path AND alter_source.event_id_path IS NOT NULL THEN
+        RAISE EXCEPTION 'cannot both set and reset event_id_path' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    cur.url_template := coalesce(alter_source.url_template, cur.url_template);
+    cur.handler := CASE WHEN drop_handler THEN NULL ELSE coalesce(alter_source.handler, cur.handler) END;
+    cur.headers := coalesce(alter_source.headers, cur.headers);
+    cur.timeout_ms := coalesce(alter_source.timeout_ms, cur.timeout_ms);
+    cur.max_attempts := coalesce(alter_source.max_attempts, cur.max_attempts);
+    cur.enqueue_roles := CASE WHEN reset_enqueue_roles THEN NULL
+                              ELSE coalesce(alter_source.enqueue_roles, cur.enqueue_roles) END;
+    cur.signature_scheme := CASE WHEN drop_signature THEN NULL
+                                 ELSE coalesce(alter_source.signature_scheme, cur.signature_scheme) END;
+    cur.signing_secrets := CASE WHEN drop_signature THEN NULL
+                                ELSE coalesce(alter_source.signing_secrets, cur.signing_secrets) END;
+    cur.signature_tolerance := coalesce(alter_source.signature_tolerance, cur.signature_tolerance);
+    cur.external_id_path := coalesce(alter_source.external_id_path, cur.external_id_path);
+    cur.event_id_path := CASE WHEN reset_event_id_path THEN NULL
+                              ELSE coalesce(alter_source.event_id_path, cur.event_id_path) END;
+    PERFORM webhook_ingest._check_source(cur.name, cur.url_template, cur.handler, cur.headers,
+                                         cur.timeout_ms, cur.max_attempts);
+    PERFORM webhook_ingest._check_intake(cur.signature_scheme, cur.signing_secrets, cur.signature_tolerance);
+    UPDATE webhook_ingest.sources s
+       SET url_template = cur.url_template, handler = cur.handler, headers = cur.headers,
+           timeout_ms = cur.timeout_ms, max_attempts = cur.max_attempts, enqueue_roles = cur.enqueue_roles,
+           signature_scheme = cur.signature_scheme, signing_secrets = cur.signing_secrets,
+           signature_tolerance = cur.signature_tolerance, external_id_path = cur.external_id_path,
+           event_id_path = cur.event_id_path, updated_at = now()
+     WHERE s.name = cur.name;
+END
+$fn$;
+COMMENT ON FUNCTION webhook_ingest.alter_source(text, text, regprocedure, jsonb, integer, integer, boolean,
+                                                regrole[], boolean, text, text[], interval, jsonpath, jsonpath,
+                                                boolean, boolean) IS
+    'change an upstream API; NULL arguments keep the current value (drop_signature: receive() refuses until set again)';
+
+/*
+ * receive: the application's endpoint in one call (src/receive.c).  Checks
+ * the sender's signature with the source's scheme and secrets, takes the
+ * event id and the object id from the request, and then does what enqueue
+ * does.  Not SECURITY DEFINER, as enqueue (see src/access.c).
+ */
+CREATE FUNCTION webhook_ingest.receive(source text, headers jsonb, body text)
+RETURNS TABLE (job_id bigint, outcome text)
+AS 'MODULE_PATHNAME', 'webhook_ingest_receive'
+LANGUAGE C VOLATILE ROWS 1;
+COMMENT ON FUNCTION webhook_ingest.receive(text, jsonb, text) IS
+    'accept a signed webhook as sent (headers and raw body): 28000 if the signature does not verify, else as enqueue';
+
+/*
+ * verify_signature: the check receive() makes, on its own (src/signature_sql.c).
+ * Reads no table.
+ */
+CREATE FUNCTION webhook_ingest.verify_signature(scheme text, secret text, headers jsonb, body text,
+                                                tolerance interval DEFAULT '5 minutes')
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'webhook_ingest_verify_signature'
+LANGUAGE C STABLE PARALLEL SAFE;
+COMMENT ON FUNCTION webhook_ingest.verify_signature(text, text, jsonb, text, interval) IS
+    'does this request carry a valid signature of the scheme made with this secret, within the tolerance?';
+
+/* Privileges: the new columns for the admin role, receive and verify_signature for the app. */
+REVOKE ALL ON FUNCTION webhook_ingest._check_intake(text, text[], interval),
+                       webhook_ingest.receive(text, jsonb, text),
+                       webhook_ingest.verify_signature(text, text, jsonb, text, interval),
+                       webhook_ingest.add_source(text, text, regprocedure, jsonb, integer, integer, regrole[],
+                                                 text, text[], interval, jsonpath, jsonpath),
+                       webhook_ingest.alter_source(text, text, regprocedure, jsonb, integer, integer, boolean,
+                                                   regrole[], boolean, text, text[], interval, jsonpath, jsonpath,
+                                                   boolean, boolean)
+    FROM PUBLIC;
+GRANT INSERT (signature_scheme, signing_secrets, signature_tolerance, external_id_path, event_id_path),
+      UPDATE (signature_scheme, signing_secrets, signature_tolerance, external_id_path, event_id_path)
+    ON webhook_ingest.sources TO webhook_ingest_admin;
+GRANT EXECUTE ON FUNCTION
+    webhook_ingest.add_source(text, text, regprocedure, jsonb, integer, integer, regrole[],
+                              text, text[], interval, jsonpath, jsonpath),
+    webhook_ingest.alter_source(text, text, regprocedure, jsonb, integer, integer, boolean,
+                                regrole[], boolean, text, text[], interval, jsonpath, jsonpath, boolean, boolean),
+    webhook_ingest._check_intake(text, text[], interval),
+    webhook_ingest.receive(text, jsonb, text),
+    webhook_ingest.verify_signature(text, text, jsonb, text, interval)
+    TO webhook_ingest_admin;
+GRANT EXECUTE ON FUNCTION webhook_ingest.receive(text, jsonb, text),
+                          webhook_ingest.verify_signature(text, text, jsonb, text, interval)
+    TO webhook_ingest_enqueue;

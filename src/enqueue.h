@@ -1,0 +1,19 @@
+/*
+ * enqueue.h
+ *		The steps every intake function shares (enqueue.c): enqueue() and
+ *		receive() differ only in how they find the ids and the payload.
+ */
+#ifndef WI_ENQUEUE_H
+#define WI_ENQUEUE_H
+
+#include "postgres.h"
+
+#include "fmgr.h"
+
+extern void wi_check_source_name(text *source);
+extern void wi_check_payload_size(Datum payload);
+extern void wi_enqueue_admit(text *source);
+extern Datum wi_enqueue_write(FunctionCallInfo fcinfo, text *source, text *external_id, Datum payload,
+							  bool payload_null, text *event_id);
+
+#endif							/* WI_ENQUEUE_H */

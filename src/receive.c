@@ -1,0 +1,279 @@
+/*
+ * receive.c
+ *		webhook_ingest.receive(source, headers, body): an app's webhook
+ *		endpoint in one call.  It passes the request as it came (headers as a
+ *		JSON object, the raw body) and gets enqueue()'s answer:
+ *
+ *		1. admit the caller, as enqueue does (enqueue.h);
+ *		2. verify the sender's signature with the source's scheme and secrets
+ *		   (signature.c): a failure is SQLSTATE 28000, nothing written;
+ *		3. parse the body as JSON: the payload (max_payload_size applies);
+ *		4. the object id from the source's external_id_path, the event id
+ *		   from event_id_path or else the scheme's delivery id;
+ *		5. write, as enqueue does (enqueue.h): the same outcomes, the same
+ *		   race guarantees.
+ *
+ *		Messages never quote a secret, and quote the request only clipped.
+ */
+#include "postgres.h"
+
+#include "common/jsonapi.h"
+#include "fmgr.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "tcop/utility.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/jsonb.h"
+#include "utils/jsonpath.h"
+#include "utils/memutils.h"
+
+#include "webhook_ingest.h"
+#include "enqueue.h"
+#include "intake.h"
+#include "signature.h"
+
+PG_FUNCTION_INFO_V1(webhook_ingest_receive);
+
+/*
+ * Where each scheme's senders put a delivery's own id: the first header
+ * present, else the body's top-level key (NULL: none).
+ */
+typedef struct DeliveryId
+{
+	const char *headers[2];
+	const char *body_key;
+} DeliveryId;
+
+static const DeliveryId delivery_ids[] = {
+	[WI_SIG_STANDARD_WEBHOOKS] = {{"webhook-id", "svix-id"}, NULL},
+	[WI_SIG_STRIPE] = {{NULL, NULL}, "id"},
+	[WI_SIG_GITHUB] = {{"X-GitHub-Delivery", NULL}, NULL},
+	[WI_SIG_SHOPIFY] = {{"X-Shopify-Event-Id", "X-Shopify-Webhook-Id"}, NULL},
+	[WI_SIG_SLACK] = {{NULL, NULL}, "event_id"},
+};
+
+/* The source is set up for receive(): a scheme and an external_id_path. */
+static void
+check_configured(text *source, const WiSourceIntake *intake)
+{
+	const char *missing = intake->signature_scheme == NULL ? "signature_scheme" :
+		intake->external_id_path == NULL ? "external_id_path" : NULL;
+
+	if (missing != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("source \"%s\" has no %s", wi_clip_text(source), missing),
+				 errdetail("receive() needs a source's signature_scheme, signing_secrets and external_id_path."),
+				 errhint("Set them with webhook_ingest.alter_source(), or call webhook_ingest.enqueue().")));
+}
+
+/* Step 2: the signature, before the body is even parsed. */
+static void
+check_signature(text *source, WiSigScheme scheme, const WiSourceIntake *intake, Jsonb *headers, text *body)
+{
+	WiSigStatus status = wi_check_signature(scheme, headers, (struct varlena *) body, intake->signing_secrets,
+											&intake->signature_tolerance);
+
+	if (status == WI_SIG_OK)
+		return;
+	if (status == WI_SIG_BAD_SECRET)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("source \"%s\" has no usable signing secret", wi_clip_text(source)),
+				 errhint("Set signing_secrets with webhook_ingest.alter_source().")));
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION),
+			 errmsg("webhook signature verification failed for source \"%s\"", wi_clip_text(source)),
+			 errdetail("%s", wi_sig_status_detail(status)),
+			 errhint("Scheme \"%s\": check the sender's signing secret and the headers passed.",
+					 wi_sig_scheme_name(scheme))));
+}
+
+/*
+ * Step 3: the body as jsonb.  Its size is checked before it is parsed, and
+ * its syntax by the JSON parser alone first, so that the message quotes a
+ * clipped token rather than jsonb_in's whole one.
+ */
+static Jsonb *
+parse_body(text *body)
+{
+	int			len = VARSIZE_ANY_EXHDR(body);
+	char	   *json = text_to_cstring(body);
+	JsonLexContext *lex;
+	JsonParseErrorType error;
+
+	if ((Size) len > (Size) wi_max_payload_size_kb * 1024)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("body of %d bytes exceeds webhook_ingest.max_payload_size (%d kB)",
+						len, wi_max_payload_size_kb),
+				 errhint("Raise webhook_ingest.max_payload_size.")));
+	lex = makeJsonLexContextCstringLen(json, len, GetDatabaseEncoding(), false);
+	error = pg_parse_json(lex, &nullSemAction);
+	if (error != JSON_SUCCESS)
+	{
+		char	   *detail = json_errdetail(error, lex);
+
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+				 errmsg("webhook body is not valid JSON"),
+				 errdetail("%s", wi_clip(detail, strlen(detail)))));
+	}
+	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(json)));
+}
+
+/* The first item a jsonpath finds in doc (silently: no structural errors), or NULL. */
+static Jsonb *
+path_first(Jsonb *doc, JsonPath *path)
+{
+	static Jsonb *no_vars = NULL;
+	LOCAL_FCINFO(call, 4);
+	Datum		result;
+
+	if (no_vars == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		no_vars = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("{}")));
+		MemoryContextSwitchTo(old);
+	}
+	InitFunctionCallInfoData(*call, NULL, 4, InvalidOid, NULL, NULL);
+	call->args[0].value = JsonbPGetDatum(doc);
+	call->args[1].value = PointerGetDatum(path);
+	call->args[2].value = JsonbPGetDatum(no_vars);
+	call->args[3].value = BoolGetDatum(true);
+	for (int i = 0; i < 4; i++)
+		call->args[i].isnull = false;
+	result = jsonb_path_query_first(call);
+	return call->isnull ? NULL : DatumGetJsonbP(result);
+}
+
+/*
+ * An id found in the body: a string, or a number (as JSON writes it).
+ * NULL if nothing (or JSON null) is there; an object, array or boolean is
+ * an error.
+ */
+static text *
+id_of_value(Jsonb *found, text *source, const char *setting)
+{
+	JsonbValue	v;
+
+	if (found == NULL)
+		return NULL;
+	if (!JsonbExtractScalar(&found->root, &v) || v.type == jbvBool)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s of source \"%s\" finds no string or number in the webhook body",
+						setting, wi_clip_text(source)),
+				 errdetail("It finds %s.", v.type == jbvBool ? "a boolean" : "an object or an array")));
+	if (v.type == jbvString)
+		return cstring_to_text_with_len(v.val.string.val, v.val.string.len);
+	if (v.type == jbvNumeric)
+		return cstring_to_text(DatumGetCString(DirectFunctionCall1(numeric_out,
+																   NumericGetDatum(v.val.numeric))));
+	return NULL;				/* JSON null */
+}
+
+/* Step 4a: the object id, which receive() cannot do without. */
+static text *
+external_id_of(text *source, const WiSourceIntake *intake, Jsonb *payload)
+{
+	text	   *id = id_of_value(path_first(payload, intake->external_id_path), source, "external_id_path");
+
+	if (id == NULL)
+	{
+		char	   *path = DatumGetCString(DirectFunctionCall1(jsonpath_out,
+															   PointerGetDatum(intake->external_id_path)));
+
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("external_id_path of source \"%s\" finds nothing in the webhook body",
+						wi_clip_text(source)),
+				 errhint("The path is %s.", wi_clip(path, strlen(path)))));
+	}
+	wi_check_id("external_id", VARDATA_ANY(id), VARSIZE_ANY_EXHDR(id));
+	return id;
+}
+
+/*
+ * Step 4b: the event id, by which redeliveries are duplicates: where
+ * event_id_path says (it must find one), else the scheme's delivery id if
+ * the request has one, else none (the webhook is only coalesced).
+ */
+static text *
+event_id_of(text *source, WiSigScheme scheme, const WiSourceIntake *intake, Jsonb *headers, Jsonb *payload)
+{
+	const DeliveryId *where = &delivery_ids[scheme];
+	text	   *id = NULL;
+
+	if (intake->event_id_path != NULL)
+	{
+		id = id_of_value(path_first(payload, intake->event_id_path), source, "event_id_path");
+		if (id == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("event_id_path of source \"%s\" finds nothing in the webhook body",
+							wi_clip_text(source))));
+	}
+	else if (where->body_key != NULL)
+	{
+		JsonbValue *v = JB_ROOT_IS_OBJECT(payload) ?
+			getKeyJsonValueFromContainer(&payload->root, where->body_key, strlen(where->body_key), NULL) : NULL;
+
+		if (v != NULL && v->type == jbvString)
+			id = cstring_to_text_with_len(v->val.string.val, v->val.string.len);
+	}
+	else
+	{
+		int			n;
+		WiHeader   *all = wi_headers_from_jsonb(headers, &n);
+
+		for (int i = 0; i < lengthof(where->headers) && id == NULL && where->headers[i] != NULL; i++)
+		{
+			const WiHeader *h = wi_header_find(all, n, where->headers[i]);
+
+			if (h != NULL && h->value_len > 0)
+				id = cstring_to_text_with_len(h->value, h->value_len);
+		}
+	}
+	if (id != NULL)
+		wi_check_id("event_id", VARDATA_ANY(id), VARSIZE_ANY_EXHDR(id));
+	return id;
+}
+
+Datum
+webhook_ingest_receive(PG_FUNCTION_ARGS)
+{
+	text	   *source;
+	Jsonb	   *headers;
+	text	   *body;
+	WiSourceIntake intake;
+	WiSigScheme scheme;
+	Jsonb	   *payload;
+	text	   *external_id;
+	text	   *event_id;
+
+	PreventCommandIfReadOnly("webhook_ingest.receive()");
+	PreventCommandIfParallelMode("webhook_ingest.receive()");
+	wi_check_not_null(PG_ARGISNULL(0), "source");
+	wi_check_not_null(PG_ARGISNULL(1), "headers");
+	wi_check_not_null(PG_ARGISNULL(2), "body");
+	source = PG_GETARG_TEXT_PP(0);
+	headers = PG_GETARG_JSONB_P(1);
+	body = PG_GETARG_TEXT_PP(2);
+	wi_check_source_name(source);
+
+	wi_enqueue_admit(source);
+	if (!wi_source_intake(source, &intake))
+		elog(ERROR, "source vanished after it was admitted");
+	check_configured(source, &intake);
+	scheme = wi_scheme_of(intake.signature_scheme);
+	check_signature(source, scheme, &intake, headers, body);
+
+	payload = parse_body(body);
+	wi_check_payload_size(JsonbPGetDatum(payload));
+	external_id = external_id_of(source, &intake, payload);
+	event_id = event_id_of(source, scheme, &intake, headers, payload);
+	return wi_enqueue_write(fcinfo, source, external_id, JsonbPGetDatum(payload), false, event_id);
+}
