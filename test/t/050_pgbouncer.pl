@@ -377,11 +377,7 @@ $next_client->quit;
 
 # 7. receive(source, headers, body) through pgbouncer: GitHub's signature
 # scheme, event id from X-GitHub-Delivery, external id from the body.
-SKIP:
 {
-	skip 'webhook_ingest.receive(text, jsonb, text) is not in this version', 6
-	  unless $primary->safe_psql('postgres',
-		q{SELECT to_regprocedure('webhook_ingest.receive(text,jsonb,text)') IS NOT NULL}) eq 't';
 	my $secret = q{It's a Secret to Everybody};
 	$primary->safe_psql('postgres', qq{
 		SELECT webhook_ingest.add_source('gh', 'http://127.0.0.1:$port/posts/{external_id}',
