@@ -8,7 +8,8 @@
 #   2. a source change counts at once on every pooled server connection;
 #   3. pgbench -M extended (the extended protocol, unnamed statements):
 #      counts right; -M prepared (named protocol-level prepared statements)
-#      breaks, as it does for any application under transaction pooling;
+#      breaks, as it does for any client under pgbouncer 1.18's transaction
+#      pooling;
 #   4. wait_for_job, then wait_replayed(done_lsn) through the standby's
 #      pgbouncer database, then a read there sees the handler's rows;
 #   5. a waiter holds a server connection while it waits: waiters in the
@@ -16,8 +17,10 @@
 #   6. LISTEN webhook_ingest_done needs a session connection: under
 #      transaction pooling the listener gets nothing (pgbouncer drops the
 #      notification) and the LISTEN stays on a server connection that other
-#      clients get; under session pooling it is delivered;
-#   7. receive(source, headers, body) through pgbouncer.
+#      clients get; under session pooling it is delivered, and the server
+#      connection's next client (after DISCARD ALL) inherits no LISTEN;
+#   7. receive(source, headers, body) through pgbouncer: GitHub-signed
+#      deliveries from 4 sessions, a forged one refused (28000).
 use strict;
 use warnings;
 use lib 'test/t';
