@@ -62,7 +62,7 @@ sql/webhook_ingest--0.4.0.sql: $(CHAIN_0.4.0) sql/fresh_install.awk
 $(OBJS): $(wildcard src/*.h)
 
 # One suite at a time, so test/run can count and report each.
-.PHONY: unit-suite regress-suite isolation-suite tap-suite worker-suite test demo bench-enqueue
+.PHONY: unit-suite regress-suite isolation-suite tap-suite worker-suite examples-suite test demo bench-enqueue
 # Pure functions on their own (test/unit), built against the server's headers.
 unit-suite:
 	$(CC) $(CFLAGS) $(CPPFLAGS) -o test/unit/redirect_test test/unit/redirect_test.c src/redirect.c \
@@ -86,6 +86,10 @@ worker-suite:
 	$(pg_regress_installcheck) --inputdir=test/worker --outputdir=$(CURDIR)/test/worker \
 		--temp-instance=$(TEST_TEMP_INSTANCE)_worker --temp-config=$(CURDIR)/test/worker/worker.conf \
 		--dbname=webhook_worker --load-extension=$(EXTENSION) $(WORKER_REGRESS)
+# The examples' own test suites (examples/django, examples/express) against a
+# cluster of their own; test/run installs their dependencies first.
+examples-suite:
+	bash test/examples
 
 test:
 	bash test/run

@@ -3,6 +3,7 @@
 #   wi_setup      install missing Debian packages (as root; services they
 #                 start are stopped: wi_stop_service), build and
 #                 install the extension
+#   wi_examples_setup  npm, and examples/express/node_modules (npm ci)
 #   wi_workdir    a fresh directory owned by the unprivileged user
 #   wi_as_user    run a command as that user (PostgreSQL refuses root)
 #   wi_cluster_start DIR PORT / wi_cluster_stop DIR
@@ -14,7 +15,11 @@ PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/$WI_PG_MAJOR/bin/pg_config}
 WI_USER=${WI_USER:-postgres}
 export PG_CONFIG
 
-WI_PACKAGES="make gcc postgresql-$WI_PG_MAJOR postgresql-server-dev-$WI_PG_MAJOR libcurl4-openssl-dev libssl-dev libipc-run-perl python3 bc pgbouncer"
+WI_PACKAGES="make gcc postgresql-$WI_PG_MAJOR postgresql-server-dev-$WI_PG_MAJOR libcurl4-openssl-dev libssl-dev libipc-run-perl python3 bc"
+# The examples (examples/): Django and psycopg2 for /usr/bin/python3, Node.
+WI_PACKAGES="$WI_PACKAGES python3-django python3-psycopg2 nodejs"
+# pgbouncer: test/t/050_pgbouncer.pl starts its own (the package's service is stopped).
+WI_PACKAGES="$WI_PACKAGES pgbouncer"
 
 wi_log() { printf '== %s\n' "$*" >&2; }
 
@@ -56,6 +61,32 @@ wi_setup() {
 	wi_log "building and installing webhook_ingest"
 	make -C "$WI_TOP" -s PG_CONFIG="$PG_CONFIG" >/dev/null
 	make -C "$WI_TOP" -s PG_CONFIG="$PG_CONFIG" install >/dev/null
+}
+
+# wi_examples_setup: npm (Debian's, unless the installed Node brings its own)
+# and examples/express/node_modules from its package-lock.json.  `npm ci` runs
+# only when the installed tree is not that lock's (a stamp in node_modules),
+# so once installed it needs no network.
+wi_examples_setup() {
+	local dir="$WI_TOP/examples/express" want
+	if ! command -v npm >/dev/null; then
+		if [ "$(id -u)" -ne 0 ]; then
+			wi_log "npm is missing (run as root to install it)"
+			return 1
+		fi
+		wi_log "installing npm"
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -qq >/dev/null
+		apt-get install -y -qq --no-install-recommends npm >/dev/null || return 1
+	fi
+	want=$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)
+	[ "$(cat "$dir/node_modules/.wi-lock-sha256" 2>/dev/null)" = "$want" ] && return 0
+	wi_log "npm ci in examples/express"
+	if ! (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null); then
+		wi_log "npm ci failed in examples/express: is the npm registry reachable?"
+		return 1
+	fi
+	echo "$want" >"$dir/node_modules/.wi-lock-sha256"
 }
 
 wi_as_user() {

@@ -1,0 +1,45 @@
+'use strict';
+// The webhook endpoint: the raw body and the headers go to
+// webhook_ingest.receive(), which checks the signature, picks the post id and
+// the event id, and queues one fetch per post.  The answer is 202 at once;
+// the extension's worker fetches the post and calls the handler (store_post,
+// db/schema.sql) after the statement commits.
+const express = require('express');
+
+// SQLSTATEs that mean the delivery is the sender's fault.
+const UNAUTHORIZED = new Set(['28000']); // no or bad signature, timestamp outside the window
+const BAD_REQUEST = new Set([
+  '22023', // no post id where external_id_path points, or a bad id
+  '22P02', // the body is not JSON
+  '54000', // over webhook_ingest.max_payload_size
+  '22021', // a byte PostgreSQL text cannot hold (NUL) or invalid UTF-8
+]);
+
+function createApp(pool, { sources = ['blog', 'payments'] } = {}) {
+  const app = express();
+  // express.raw: the exact bytes the sender signed, not a re-serialised object.
+  app.post('/webhooks/:source', express.raw({ type: '*/*', limit: '2mb' }), async (req, res, next) => {
+    if (!sources.includes(req.params.source)) {
+      return res.status(404).json({ error: 'no such source' });
+    }
+    const body = Buffer.isBuffer(req.body) ? req.body.toString('utf8') : '';
+    try {
+      // One statement, one transaction (the pool's autocommit): nothing to
+      // roll back but this call.  Inside a transaction of your own, wrap it in
+      // SAVEPOINT / ROLLBACK TO SAVEPOINT so a 401 leaves the rest usable.
+      const { rows } = await pool.query(
+        'SELECT job_id, outcome FROM webhook_ingest.receive($1, $2::jsonb, $3)',
+        [req.params.source, JSON.stringify(req.headers), body]);
+      const { job_id: jobId, outcome } = rows[0];
+      // A redelivery (outcome "duplicate") is answered 202 too: the sender stops retrying.
+      return res.status(202).json({ job_id: jobId === null ? null : Number(jobId), outcome });
+    } catch (err) {
+      if (UNAUTHORIZED.has(err.code)) return res.status(401).json({ error: 'invalid signature' });
+      if (BAD_REQUEST.has(err.code)) return res.status(400).json({ error: 'bad webhook', sqlstate: err.code });
+      return next(err);
+    }
+  });
+  return app;
+}
+
+module.exports = { createApp };
