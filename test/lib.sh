@@ -1,6 +1,7 @@
 # test/lib.sh: shell helpers shared by test/run, bench/* and the demo.
 #
-#   wi_setup      install missing Debian packages (as root), build and
+#   wi_setup      install missing Debian packages (as root; services they
+#                 start are stopped: wi_stop_service), build and
 #                 install the extension
 #   wi_examples_setup  npm, and examples/express/node_modules (npm ci)
 #   wi_workdir    a fresh directory owned by the unprivileged user
@@ -17,6 +18,8 @@ export PG_CONFIG
 WI_PACKAGES="make gcc postgresql-$WI_PG_MAJOR postgresql-server-dev-$WI_PG_MAJOR libcurl4-openssl-dev libssl-dev libipc-run-perl python3 bc"
 # The examples (examples/): Django and psycopg2 for /usr/bin/python3, Node.
 WI_PACKAGES="$WI_PACKAGES python3-django python3-psycopg2 nodejs"
+# pgbouncer: test/t/050_pgbouncer.pl starts its own (the package's service is stopped).
+WI_PACKAGES="$WI_PACKAGES pgbouncer"
 
 wi_log() { printf '== %s\n' "$*" >&2; }
 
@@ -37,6 +40,19 @@ wi_install_packages() {
 	# The Debian package creates and starts a default cluster; we use our own.
 	if command -v pg_ctlcluster >/dev/null && [ -d "/etc/postgresql/$WI_PG_MAJOR/main" ]; then
 		pg_ctlcluster "$WI_PG_MAJOR" main stop 2>/dev/null || true
+	fi
+	# pgbouncer's package enables a service on /etc/pgbouncer (127.0.0.1:6432);
+	# the TAP test starts its own pgbouncer, so keep that one stopped.
+	case " ${missing[*]} " in *" pgbouncer "*) wi_stop_service pgbouncer ;; esac
+}
+
+# wi_stop_service NAME: stop and disable a service a package just started.
+wi_stop_service() {
+	if [ -d /run/systemd/system ]; then
+		systemctl disable --now "$1" >/dev/null 2>&1 || true
+	elif [ -x "/etc/init.d/$1" ]; then
+		"/etc/init.d/$1" stop >/dev/null 2>&1 || true
+		update-rc.d "$1" disable >/dev/null 2>&1 || true
 	fi
 }
 
