@@ -3,20 +3,7 @@
 \set SHOW_CONTEXT never
 
 -- Wait (up to 60 s) until a query returns true.
-CREATE FUNCTION wait_until(condition text, timeout interval DEFAULT '60 s') RETURNS boolean
-LANGUAGE plpgsql AS $$
-DECLARE
-    deadline timestamptz := clock_timestamp() + timeout;
-    ok boolean;
-BEGIN
-    LOOP
-        PERFORM pg_stat_clear_snapshot();
-        EXECUTE condition INTO ok;
-        IF ok THEN RETURN true; END IF;
-        IF clock_timestamp() > deadline THEN RETURN false; END IF;
-        PERFORM pg_sleep(0.02);
-    END LOOP;
-END $$;
+\i test/worker/wait_until.sql
 
 -- The seeds' example: a post with its tags and categories, written by the handler.
 CREATE TABLE posts (id text PRIMARY KEY, title text);

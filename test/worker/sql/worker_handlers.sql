@@ -5,20 +5,7 @@
 \set VERBOSITY terse
 \set SHOW_CONTEXT never
 
-CREATE OR REPLACE FUNCTION wait_until(condition text, timeout interval DEFAULT '60 s') RETURNS boolean
-LANGUAGE plpgsql AS $$
-DECLARE
-    deadline timestamptz := clock_timestamp() + timeout;
-    ok boolean;
-BEGIN
-    LOOP
-        PERFORM pg_stat_clear_snapshot();
-        EXECUTE condition INTO ok;
-        IF ok THEN RETURN true; END IF;
-        IF clock_timestamp() > deadline THEN RETURN false; END IF;
-        PERFORM pg_sleep(0.02);
-    END LOOP;
-END $$;
+\i test/worker/wait_until.sql
 
 -- Enqueue one webhook; the state and error of the latest job for an object; whether it has finished.
 CREATE FUNCTION run_job(p_src text, p_id text) RETURNS void

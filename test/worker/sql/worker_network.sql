@@ -7,19 +7,7 @@
 \set VERBOSITY terse
 \set SHOW_CONTEXT never
 
-CREATE OR REPLACE FUNCTION net_wait_until(condition text, timeout interval DEFAULT '30 s') RETURNS boolean
-LANGUAGE plpgsql AS $$
-DECLARE
-    deadline timestamptz := clock_timestamp() + timeout;
-    ok boolean;
-BEGIN
-    LOOP
-        EXECUTE condition INTO ok;
-        IF ok THEN RETURN true; END IF;
-        IF clock_timestamp() > deadline THEN RETURN false; END IF;
-        PERFORM pg_sleep(0.02);
-    END LOOP;
-END $$;
+\i test/worker/wait_until.sql
 
 CREATE SEQUENCE IF NOT EXISTS net_seq;
 
@@ -36,7 +24,7 @@ BEGIN
     LOOP
         SELECT job_id INTO probe FROM webhook_ingest.enqueue('net_probe', 'probe-' || nextval('net_seq'));
         COMMIT;
-        IF NOT net_wait_until(format('SELECT state = %L FROM webhook_ingest.jobs WHERE id = %s', 'dead', probe)) THEN
+        IF NOT wait_until(format('SELECT state = %L FROM webhook_ingest.jobs WHERE id = %s', 'dead', probe)) THEN
             RAISE EXCEPTION 'probe job % did not end', probe;
         END IF;
         SELECT last_error INTO err FROM webhook_ingest.jobs WHERE id = probe;
@@ -57,7 +45,7 @@ DECLARE
 BEGIN
     PERFORM webhook_ingest.enqueue('net_stats', id);
     COMMIT;
-    IF NOT net_wait_until(format('SELECT state = %L FROM webhook_ingest.jobs WHERE source = %L AND external_id = %L',
+    IF NOT wait_until(format('SELECT state = %L FROM webhook_ingest.jobs WHERE source = %L AND external_id = %L',
                                  'done', 'net_stats', id)) THEN
         RAISE EXCEPTION 'could not read the upstream''s counts';
     END IF;
@@ -68,7 +56,7 @@ END $$;
 -- Wait until every job of these sources has ended (done or dead).
 CREATE OR REPLACE FUNCTION net_settled(sources text[]) RETURNS boolean
 LANGUAGE sql AS $$
-    SELECT net_wait_until(format($q$SELECT count(*) = 0 FROM webhook_ingest.jobs
+    SELECT wait_until(format($q$SELECT count(*) = 0 FROM webhook_ingest.jobs
                                      WHERE source = ANY (%L) AND state NOT IN ('done', 'dead')$q$, sources))
 $$;
 
@@ -209,5 +197,5 @@ DROP PROCEDURE net_apply(text);
 DROP PROCEDURE net_requests(text, int);
 DROP FUNCTION net_settled(text[]);
 DROP FUNCTION net_jobs(text[]);
-DROP FUNCTION net_wait_until(text, interval);
+DROP FUNCTION wait_until(text, interval);
 DROP SEQUENCE net_seq;

@@ -9,19 +9,7 @@
 \set SHOW_CONTEXT never
 CREATE EXTENSION pgcrypto;
 
-CREATE OR REPLACE FUNCTION wait_until(condition text, timeout interval DEFAULT '60 s') RETURNS boolean
-LANGUAGE plpgsql AS $$
-DECLARE
-    deadline timestamptz := clock_timestamp() + timeout;
-    ok boolean;
-BEGIN
-    LOOP
-        EXECUTE condition INTO ok;
-        IF ok THEN RETURN true; END IF;
-        IF clock_timestamp() > deadline THEN RETURN false; END IF;
-        PERFORM pg_sleep(0.02);
-    END LOOP;
-END $$;
+\i test/worker/wait_until.sql
 
 -- What a GitHub-style sender would send for this body and delivery id.
 CREATE FUNCTION github_headers(body text, delivery text, secret text DEFAULT 'worker-secret') RETURNS jsonb
