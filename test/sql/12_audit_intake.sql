@@ -69,7 +69,9 @@ SELECT * FROM webhook_ingest.receive('au_gh', '{}', '{"id": "x"}');
 \echo :SQLSTATE
 RESET webhook_ingest.max_payload_size;
 
--- 5. Held: what an id found by a path can be (no crash, no echo of the body).
+-- 5. What a signed body can hold (no crash, no echo of the body): a number
+-- of 401 digits is an id; \u0000 is not valid JSON for jsonb (22P02, as the
+-- README says of invalid JSON, rather than 22P05).
 \set b5 '{"id": 1e400}'
 SELECT outcome FROM webhook_ingest.receive('au_gh', jsonb_build_object('X-Hub-Signature-256',
     'sha256=' || encode(public.hmac(:'b5', 'gh-secret-old', 'sha256'), 'hex'), 'X-GitHub-Delivery', 'n1'), :'b5');
