@@ -15,7 +15,8 @@
  *		5. write, as enqueue does (enqueue.h): the same outcomes, the same
  *		   race guarantees.
  *
- *		Messages never quote a secret, and quote the request only clipped.
+ *		Messages never quote a secret, and quote the request only clipped;
+ *		none logs the statement, which may hold the whole request.
  */
 #include "postgres.h"
 
@@ -117,7 +118,8 @@ parse_body(text *body)
 	JsonLexContext *lex;
 	JsonParseErrorType error;
 
-	lex = makeJsonLexContextCstringLen(json, len, GetDatabaseEncoding(), false);
+	/* With the escapes decoded, as jsonb_in will: \u0000 is refused here too. */
+	lex = makeJsonLexContextCstringLen(json, len, GetDatabaseEncoding(), true);
 	error = pg_parse_json(lex, &nullSemAction);
 	if (error != JSON_SUCCESS)
 	{
@@ -249,9 +251,26 @@ event_id_of(text *source, WiSigScheme scheme, const WiSourceIntake *intake, Json
 	return id;
 }
 
+/*
+ * While receive() runs, no message it raises (its own or any function's it
+ * calls) logs the statement: the statement may hold the whole request, and
+ * anyone who can reach the app's endpoint can make receive() fail.  With
+ * the default log_min_error_statement and a client that interpolates
+ * parameters, every forged or oversized request would put its headers and
+ * body in the server log.  The message itself still names the source and
+ * what failed.
+ */
+static void
+hide_statement(void *arg)
+{
+	errhidestmt(true);
+}
+
 Datum
 webhook_ingest_receive(PG_FUNCTION_ARGS)
 {
+	ErrorContextCallback hide = {.callback = hide_statement, .previous = error_context_stack};
+	Datum		result;
 	text	   *source;
 	Jsonb	   *headers;
 	text	   *body;
@@ -261,6 +280,7 @@ webhook_ingest_receive(PG_FUNCTION_ARGS)
 	text	   *external_id;
 	text	   *event_id;
 
+	error_context_stack = &hide;
 	PreventCommandIfReadOnly("webhook_ingest.receive()");
 	PreventCommandIfParallelMode("webhook_ingest.receive()");
 	wi_check_not_null(PG_ARGISNULL(0), "source");
@@ -283,5 +303,7 @@ webhook_ingest_receive(PG_FUNCTION_ARGS)
 	wi_check_payload_size(JsonbPGetDatum(payload));
 	external_id = external_id_of(source, &intake, payload);
 	event_id = event_id_of(source, scheme, &intake, headers, payload);
-	return wi_enqueue_write(fcinfo, source, external_id, JsonbPGetDatum(payload), false, event_id);
+	result = wi_enqueue_write(fcinfo, source, external_id, JsonbPGetDatum(payload), false, event_id);
+	error_context_stack = hide.previous;
+	return result;
 }
