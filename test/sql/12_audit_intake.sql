@@ -91,6 +91,22 @@ SELECT outcome FROM webhook_ingest.receive('au_gh', jsonb_build_object('X-Hub-Si
 \echo :SQLSTATE
 \set VERBOSITY default
 
-SELECT webhook_ingest.drop_source(s, force => true) FROM unnest('{au_sw,au_gh}'::text[]) s;
+-- 6. An admin cannot make every forged request cost unbounded HMAC work:
+-- at most 16 secrets (a rotation needs two), each at most 4096 bytes.  With
+-- 1 000 secrets a forged 1 MB request took 1.7 s; with one 50 MB secret,
+-- 0.2 s even for an empty body.
+SELECT webhook_ingest.add_source('au_many', 'http://127.0.0.1:9/{external_id}', signature_scheme => 'github',
+    signing_secrets => (SELECT array_agg('s' || i) FROM generate_series(1, 17) i), external_id_path => '$.id');
+\echo :SQLSTATE
+SELECT webhook_ingest.add_source('au_many', 'http://127.0.0.1:9/{external_id}', signature_scheme => 'github',
+    signing_secrets => ARRAY['ok', repeat('k', 4097)], external_id_path => '$.id');
+\echo :SQLSTATE
+SELECT webhook_ingest.add_source('au_many', 'http://127.0.0.1:9/{external_id}', signature_scheme => 'github',
+    signing_secrets => (SELECT array_agg(repeat('k', 4096)) FROM generate_series(1, 16) i), external_id_path => '$.id');
+UPDATE webhook_ingest.sources SET signing_secrets = signing_secrets || '{one-more}'::text[] WHERE name = 'au_many';
+\echo :SQLSTATE
+SELECT cardinality(signing_secrets) FROM webhook_ingest.sources WHERE name = 'au_many';
+
+SELECT webhook_ingest.drop_source(s, force => true) FROM unnest('{au_sw,au_gh,au_many}'::text[]) s;
 DROP SCHEMA audit12 CASCADE;
 DROP EXTENSION pgcrypto;
