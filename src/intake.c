@@ -3,8 +3,11 @@
  *		The rules for a source's intake settings (sources_guard calls
  *		_check_intake for every row written): a known signature scheme, at
  *		least one usable secret for it and no NULL among them, no secrets
- *		without a scheme, a tolerance of zero or more.  Messages never quote
- *		a secret.
+ *		without a scheme, a tolerance of zero or more.  At most
+ *		WI_MAX_SIGNING_SECRETS secrets of at most WI_MAX_SECRET_BYTES each:
+ *		receive() computes one HMAC of the body per secret for any request
+ *		whose signature header is well-formed, forged or not, and copies the
+ *		secrets at every call.  Messages never quote a secret.
  */
 #include "postgres.h"
 
@@ -18,6 +21,10 @@
 #include "intake.h"
 
 PG_FUNCTION_INFO_V1(webhook_ingest_check_intake);
+
+/* A rotation needs two; a Standard Webhooks key of 1024 bytes is 1374 characters as whsec_ base64. */
+#define WI_MAX_SIGNING_SECRETS	16
+#define WI_MAX_SECRET_BYTES		4096
 
 /* The scheme named by a text; an unknown name is an error. */
 WiSigScheme
@@ -49,6 +56,11 @@ check_secrets(WiSigScheme scheme, ArrayType *secrets)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("signing_secrets must not be empty")));
+	if (n > WI_MAX_SIGNING_SECRETS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("too many signing_secrets"),
+				 errdetail("There are %d; the limit is %d.", n, WI_MAX_SIGNING_SECRETS)));
 	for (int i = 0; i < n; i++)
 	{
 		text	   *secret;
@@ -58,6 +70,12 @@ check_secrets(WiSigScheme scheme, ArrayType *secrets)
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("signing_secrets must not contain NULL")));
 		secret = DatumGetTextPP(elems[i]);
+		if (VARSIZE_ANY_EXHDR(secret) > WI_MAX_SECRET_BYTES)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("signing secret %d is too long", i + 1),
+					 errdetail("It is %d bytes; the limit is %d bytes.", (int) VARSIZE_ANY_EXHDR(secret),
+							   WI_MAX_SECRET_BYTES)));
 		if (!wi_sig_secret_valid(scheme, VARDATA_ANY(secret), VARSIZE_ANY_EXHDR(secret)))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
