@@ -107,6 +107,35 @@ UPDATE webhook_ingest.sources SET signing_secrets = signing_secrets || '{one-mor
 \echo :SQLSTATE
 SELECT cardinality(signing_secrets) FROM webhook_ingest.sources WHERE name = 'au_many';
 
+-- 7. A path that names a jsonpath variable fails every receive() (42704:
+-- receive passes none), yet add_source takes it.  The check is in
+-- _check_intake's C function, for when the SQL passes it the two paths
+-- (FINDINGS-0.4.0.md F6 gives the SQL); called here with them directly.
+CREATE FUNCTION audit12.check_intake(text, text[], interval, jsonpath, jsonpath) RETURNS void
+  AS '$libdir/webhook_ingest', 'webhook_ingest_check_intake' LANGUAGE C;
+CREATE FUNCTION audit12.path_ok(p jsonpath, as_event boolean DEFAULT false) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    IF as_event THEN
+        PERFORM audit12.check_intake('github', '{k}', '5 min', '$.id', p);
+    ELSE
+        PERFORM audit12.check_intake('github', '{k}', '5 min', p, NULL);
+    END IF;
+    RETURN 'accepted';
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE || ': ' || SQLERRM;
+END $$;
+SELECT p, audit12.path_ok(p::jsonpath) FROM unnest(ARRAY[
+    '$.a', '$.a ? (@ == $x)', 'strict $.a[$i to last]', '$.a[1, 2 to $n]', '$x.a',
+    '$.a ? (exists($.b ? (@ starts with $p)))', '$.a ? (!(@ == 1) && -@ < +$q)',
+    '$.a ? ((@ == 1) is unknown || $z == 1)', '$.a ? (@ like_regex "^x")', '$.a.datetime("HH24").type()',
+    '$.**{2 to last}.a ? (@ % 2 == 1)', '$."$x"', '$.a ? (@ == "$x")']) p;
+SELECT audit12.path_ok('$.b ? (@ == $v)', as_event => true);
+-- (receive() with such a path, as things are)
+UPDATE webhook_ingest.sources SET external_id_path = '$.id ? (@ == $x)' WHERE name = 'au_gh';
+\set b7 '{"id": "x"}'
+SELECT outcome FROM webhook_ingest.receive('au_gh', jsonb_build_object('X-Hub-Signature-256',
+    'sha256=' || encode(public.hmac(:'b7', 'gh-secret', 'sha256'), 'hex'), 'X-GitHub-Delivery', 'n7'), :'b7');
+\echo :SQLSTATE
 SELECT webhook_ingest.drop_source(s, force => true) FROM unnest('{au_sw,au_gh,au_many}'::text[]) s;
 DROP SCHEMA audit12 CASCADE;
 DROP EXTENSION pgcrypto;
