@@ -66,9 +66,9 @@ check_configured(text *source, const WiSourceIntake *intake)
 }
 
 /*
- * Before the signature: a body too large to be a payload is refused before
- * any secret's HMAC runs over it (its jsonb cannot be smaller than the text
- * by more than the varlena header, and is checked again after parsing).
+ * Before the signature: max_payload_size applies to the body as text (and
+ * to its jsonb after parsing), so a longer body can never pass; refusing it
+ * first spares every secret's HMAC over it.
  */
 static void
 check_body_size(text *body)
