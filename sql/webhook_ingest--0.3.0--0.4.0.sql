@@ -32,9 +32,11 @@ COMMENT ON COLUMN webhook_ingest.sources.external_id_path IS
 COMMENT ON COLUMN webhook_ingest.sources.event_id_path IS
     'where receive() finds the event id in the body; NULL: the scheme''s delivery id';
 
--- Validation of the intake settings (src/intake.c): a known scheme, usable secrets, a sane tolerance.
+-- Validation of the intake settings (src/intake.c): a known scheme, at most 16 usable secrets, a sane
+-- tolerance, paths that name no jsonpath variable.
 CREATE FUNCTION webhook_ingest._check_intake(
-    signature_scheme text, signing_secrets text[], signature_tolerance interval)
+    signature_scheme text, signing_secrets text[], signature_tolerance interval,
+    external_id_path jsonpath, event_id_path jsonpath)
 RETURNS void
 AS 'MODULE_PATHNAME', 'webhook_ingest_check_intake'
 LANGUAGE C STABLE;
@@ -54,10 +56,14 @@ BEGIN
         PERFORM webhook_ingest._check_source(NEW.name, NEW.url_template, NEW.handler, NEW.headers,
                                              NEW.timeout_ms, NEW.max_attempts);
     END IF;
+    -- (jsonpath has no equality: compared as text)
     IF TG_OP = 'INSERT' OR
-       (NEW.signature_scheme, NEW.signing_secrets, NEW.signature_tolerance)
-       IS DISTINCT FROM (OLD.signature_scheme, OLD.signing_secrets, OLD.signature_tolerance) THEN
-        PERFORM webhook_ingest._check_intake(NEW.signature_scheme, NEW.signing_secrets, NEW.signature_tolerance);
+       (NEW.signature_scheme, NEW.signing_secrets, NEW.signature_tolerance,
+        NEW.external_id_path::text, NEW.event_id_path::text)
+       IS DISTINCT FROM (OLD.signature_scheme, OLD.signing_secrets, OLD.signature_tolerance,
+                         OLD.external_id_path::text, OLD.event_id_path::text) THEN
+        PERFORM webhook_ingest._check_intake(NEW.signature_scheme, NEW.signing_secrets, NEW.signature_tolerance,
+                                             NEW.external_id_path, NEW.event_id_path);
     END IF;
     IF NEW.handler IS NOT NULL AND (TG_OP = 'INSERT' OR NEW.handler IS DISTINCT FROM OLD.handler) THEN
         SELECT p.proowner INTO owner FROM pg_catalog.pg_proc p WHERE p.oid = NEW.handler;
@@ -109,7 +115,8 @@ SET search_path = pg_catalog, pg_temp
 AS $fn$
 BEGIN
     PERFORM webhook_ingest._check_source(name, url_template, handler, headers, timeout_ms, max_attempts);
-    PERFORM webhook_ingest._check_intake(signature_scheme, signing_secrets, signature_tolerance);
+    PERFORM webhook_ingest._check_intake(signature_scheme, signing_secrets, signature_tolerance,
+                                         external_id_path, event_id_path);
     INSERT INTO webhook_ingest.sources AS s (name, url_template, handler, headers, timeout_ms, max_attempts,
                                              enqueue_roles, signature_scheme, signing_secrets,
                                              signature_tolerance, external_id_path, event_id_path)
@@ -189,7 +196,8 @@ BEGIN
                               ELSE coalesce(alter_source.event_id_path, cur.event_id_path) END;
     PERFORM webhook_ingest._check_source(cur.name, cur.url_template, cur.handler, cur.headers,
                                          cur.timeout_ms, cur.max_attempts);
-    PERFORM webhook_ingest._check_intake(cur.signature_scheme, cur.signing_secrets, cur.signature_tolerance);
+    PERFORM webhook_ingest._check_intake(cur.signature_scheme, cur.signing_secrets, cur.signature_tolerance,
+                                         cur.external_id_path, cur.event_id_path);
     UPDATE webhook_ingest.sources s
        SET url_template = cur.url_template, handler = cur.handler, headers = cur.headers,
            timeout_ms = cur.timeout_ms, max_attempts = cur.max_attempts, enqueue_roles = cur.enqueue_roles,
@@ -230,7 +238,7 @@ COMMENT ON FUNCTION webhook_ingest.verify_signature(text, text, jsonb, text, int
     'does this request carry a valid signature of the scheme made with this secret, within the tolerance?';
 
 /* Privileges: the new columns for the admin role, receive and verify_signature for the app. */
-REVOKE ALL ON FUNCTION webhook_ingest._check_intake(text, text[], interval),
+REVOKE ALL ON FUNCTION webhook_ingest._check_intake(text, text[], interval, jsonpath, jsonpath),
                        webhook_ingest.receive(text, jsonb, text),
                        webhook_ingest.verify_signature(text, text, jsonb, text, interval),
                        webhook_ingest.add_source(text, text, regprocedure, jsonb, integer, integer, regrole[],
@@ -247,7 +255,7 @@ GRANT EXECUTE ON FUNCTION
                               text, text[], interval, jsonpath, jsonpath),
     webhook_ingest.alter_source(text, text, regprocedure, jsonb, integer, integer, boolean,
                                 regrole[], boolean, text, text[], interval, jsonpath, jsonpath, boolean, boolean),
-    webhook_ingest._check_intake(text, text[], interval),
+    webhook_ingest._check_intake(text, text[], interval, jsonpath, jsonpath),
     webhook_ingest.receive(text, jsonb, text),
     webhook_ingest.verify_signature(text, text, jsonb, text, interval)
     TO webhook_ingest_admin;

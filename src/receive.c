@@ -6,14 +6,17 @@
  *
  *		1. admit the caller, as enqueue does (enqueue.h);
  *		2. verify the sender's signature with the source's scheme and secrets
- *		   (signature.c): a failure is SQLSTATE 28000, nothing written;
+ *		   (signature.c): a failure is SQLSTATE 28000, nothing written (a
+ *		   body over max_payload_size is refused first, before any HMAC);
  *		3. parse the body as JSON: the payload (max_payload_size applies);
  *		4. the object id from the source's external_id_path, the event id
- *		   from event_id_path or else the scheme's delivery id;
+ *		   from event_id_path or else the scheme's delivery id (for Standard
+ *		   Webhooks the very id the signature covers);
  *		5. write, as enqueue does (enqueue.h): the same outcomes, the same
  *		   race guarantees.
  *
- *		Messages never quote a secret, and quote the request only clipped.
+ *		Messages never quote a secret, and quote the request only clipped;
+ *		none logs the statement, which may hold the whole request.
  */
 #include "postgres.h"
 
@@ -36,21 +39,15 @@
 PG_FUNCTION_INFO_V1(webhook_ingest_receive);
 
 /*
- * Where each scheme's senders put a delivery's own id: the first header
- * present, else the body's top-level key (NULL: none).
+ * Where Stripe and Slack put a delivery's own id: the body's top-level key
+ * (the other schemes' is a header: wi_sig_delivery_id).
  */
-typedef struct DeliveryId
-{
-	const char *headers[2];
-	const char *body_key;
-} DeliveryId;
-
-static const DeliveryId delivery_ids[] = {
-	[WI_SIG_STANDARD_WEBHOOKS] = {{"webhook-id", "svix-id"}, NULL},
-	[WI_SIG_STRIPE] = {{NULL, NULL}, "id"},
-	[WI_SIG_GITHUB] = {{"X-GitHub-Delivery", NULL}, NULL},
-	[WI_SIG_SHOPIFY] = {{"X-Shopify-Event-Id", "X-Shopify-Webhook-Id"}, NULL},
-	[WI_SIG_SLACK] = {{NULL, NULL}, "event_id"},
+static const char *const body_id_keys[] = {
+	[WI_SIG_STANDARD_WEBHOOKS] = NULL,
+	[WI_SIG_STRIPE] = "id",
+	[WI_SIG_GITHUB] = NULL,
+	[WI_SIG_SHOPIFY] = NULL,
+	[WI_SIG_SLACK] = "event_id",
 };
 
 /* The source is set up for receive(): a scheme and an external_id_path. */
@@ -66,6 +63,24 @@ check_configured(text *source, const WiSourceIntake *intake)
 				 errmsg("source \"%s\" has no %s", wi_clip_text(source), missing),
 				 errdetail("receive() needs a source's signature_scheme, signing_secrets and external_id_path."),
 				 errhint("Set them with webhook_ingest.alter_source(), or call webhook_ingest.enqueue().")));
+}
+
+/*
+ * Before the signature: max_payload_size applies to the body as text (and
+ * to its jsonb after parsing), so a longer body can never pass; refusing it
+ * first spares every secret's HMAC over it.
+ */
+static void
+check_body_size(text *body)
+{
+	int			len = VARSIZE_ANY_EXHDR(body);
+
+	if ((Size) len > (Size) wi_max_payload_size_kb * 1024)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("body of %d bytes exceeds webhook_ingest.max_payload_size (%d kB)",
+						len, wi_max_payload_size_kb),
+				 errhint("Raise webhook_ingest.max_payload_size.")));
 }
 
 /* Step 2: the signature, before the body is even parsed. */
@@ -91,9 +106,9 @@ check_signature(text *source, WiSigScheme scheme, const WiSourceIntake *intake, 
 }
 
 /*
- * Step 3: the body as jsonb.  Its size is checked before it is parsed, and
- * its syntax by the JSON parser alone first, so that the message quotes a
- * clipped token rather than jsonb_in's whole one.
+ * Step 3: the body as jsonb (its size was checked before the signature).
+ * Its syntax is checked by the JSON parser alone first, so that the message
+ * quotes a clipped token rather than jsonb_in's whole one.
  */
 static Jsonb *
 parse_body(text *body)
@@ -103,13 +118,8 @@ parse_body(text *body)
 	JsonLexContext *lex;
 	JsonParseErrorType error;
 
-	if ((Size) len > (Size) wi_max_payload_size_kb * 1024)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("body of %d bytes exceeds webhook_ingest.max_payload_size (%d kB)",
-						len, wi_max_payload_size_kb),
-				 errhint("Raise webhook_ingest.max_payload_size.")));
-	lex = makeJsonLexContextCstringLen(json, len, GetDatabaseEncoding(), false);
+	/* With the escapes decoded, as jsonb_in will: \u0000 is refused here too. */
+	lex = makeJsonLexContextCstringLen(json, len, GetDatabaseEncoding(), true);
 	error = pg_parse_json(lex, &nullSemAction);
 	if (error != JSON_SUCCESS)
 	{
@@ -158,15 +168,17 @@ static text *
 id_of_value(Jsonb *found, text *source, const char *setting)
 {
 	JsonbValue	v;
+	bool		scalar;
 
 	if (found == NULL)
 		return NULL;
-	if (!JsonbExtractScalar(&found->root, &v) || v.type == jbvBool)
+	scalar = JsonbExtractScalar(&found->root, &v);
+	if (!scalar || v.type == jbvBool)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s of source \"%s\" finds no string or number in the webhook body",
 						setting, wi_clip_text(source)),
-				 errdetail("It finds %s.", v.type == jbvBool ? "a boolean" : "an object or an array")));
+				 errdetail("It finds %s.", scalar ? "a boolean" : "an object or an array")));
 	if (v.type == jbvString)
 		return cstring_to_text_with_len(v.val.string.val, v.val.string.len);
 	if (v.type == jbvNumeric)
@@ -204,7 +216,7 @@ external_id_of(text *source, const WiSourceIntake *intake, Jsonb *payload)
 static text *
 event_id_of(text *source, WiSigScheme scheme, const WiSourceIntake *intake, Jsonb *headers, Jsonb *payload)
 {
-	const DeliveryId *where = &delivery_ids[scheme];
+	const char *body_key = body_id_keys[scheme];
 	text	   *id = NULL;
 
 	if (intake->event_id_path != NULL)
@@ -216,10 +228,10 @@ event_id_of(text *source, WiSigScheme scheme, const WiSourceIntake *intake, Json
 					 errmsg("event_id_path of source \"%s\" finds nothing in the webhook body",
 							wi_clip_text(source))));
 	}
-	else if (where->body_key != NULL)
+	else if (body_key != NULL)
 	{
 		JsonbValue *v = JB_ROOT_IS_OBJECT(payload) ?
-			getKeyJsonValueFromContainer(&payload->root, where->body_key, strlen(where->body_key), NULL) : NULL;
+			getKeyJsonValueFromContainer(&payload->root, body_key, strlen(body_key), NULL) : NULL;
 
 		if (v != NULL && v->type == jbvString)
 			id = cstring_to_text_with_len(v->val.string.val, v->val.string.len);
@@ -228,23 +240,37 @@ event_id_of(text *source, WiSigScheme scheme, const WiSourceIntake *intake, Json
 	{
 		int			n;
 		WiHeader   *all = wi_headers_from_jsonb(headers, &n);
+		const char *value;
+		size_t		len;
 
-		for (int i = 0; i < lengthof(where->headers) && id == NULL && where->headers[i] != NULL; i++)
-		{
-			const WiHeader *h = wi_header_find(all, n, where->headers[i]);
-
-			if (h != NULL && h->value_len > 0)
-				id = cstring_to_text_with_len(h->value, h->value_len);
-		}
+		if (wi_sig_delivery_id(scheme, all, n, &value, &len))
+			id = cstring_to_text_with_len(value, (int) len);
 	}
 	if (id != NULL)
 		wi_check_id("event_id", VARDATA_ANY(id), VARSIZE_ANY_EXHDR(id));
 	return id;
 }
 
+/*
+ * While receive() runs, no message it raises (its own or any function's it
+ * calls) logs the statement: the statement may hold the whole request, and
+ * anyone who can reach the app's endpoint can make receive() fail.  With
+ * the default log_min_error_statement and a client that interpolates
+ * parameters, every forged or oversized request would put its headers and
+ * body in the server log.  The message itself still names the source and
+ * what failed.
+ */
+static void
+hide_statement(void *arg)
+{
+	errhidestmt(true);
+}
+
 Datum
 webhook_ingest_receive(PG_FUNCTION_ARGS)
 {
+	ErrorContextCallback hide = {.callback = hide_statement, .previous = error_context_stack};
+	Datum		result;
 	text	   *source;
 	Jsonb	   *headers;
 	text	   *body;
@@ -254,6 +280,7 @@ webhook_ingest_receive(PG_FUNCTION_ARGS)
 	text	   *external_id;
 	text	   *event_id;
 
+	error_context_stack = &hide;
 	PreventCommandIfReadOnly("webhook_ingest.receive()");
 	PreventCommandIfParallelMode("webhook_ingest.receive()");
 	wi_check_not_null(PG_ARGISNULL(0), "source");
@@ -269,11 +296,14 @@ webhook_ingest_receive(PG_FUNCTION_ARGS)
 		elog(ERROR, "source vanished after it was admitted");
 	check_configured(source, &intake);
 	scheme = wi_scheme_of(intake.signature_scheme);
+	check_body_size(body);
 	check_signature(source, scheme, &intake, headers, body);
 
 	payload = parse_body(body);
 	wi_check_payload_size(JsonbPGetDatum(payload));
 	external_id = external_id_of(source, &intake, payload);
 	event_id = event_id_of(source, scheme, &intake, headers, payload);
-	return wi_enqueue_write(fcinfo, source, external_id, JsonbPGetDatum(payload), false, event_id);
+	result = wi_enqueue_write(fcinfo, source, external_id, JsonbPGetDatum(payload), false, event_id);
+	error_context_stack = hide.previous;
+	return result;
 }

@@ -460,6 +460,52 @@ next_offered_mac(WiSigScheme scheme, const SigRequest *req, size_t *pos, unsigne
 	return false;
 }
 
+/* Standard Webhooks' two header families: the signature, the id, the timestamp. */
+static const char *const standard_names[2][3] = {
+	{"webhook-signature", "webhook-id", "webhook-timestamp"},
+	{"svix-signature", "svix-id", "svix-timestamp"},
+};
+
+/* The family a request is signed in: webhook-* if it has a webhook-signature, else svix-*. */
+static int
+standard_family(const WiHeader *headers, int nheaders)
+{
+	const char *sig;
+	size_t		sig_len;
+
+	return header_value(headers, nheaders, standard_names[0][0], &sig, &sig_len) ? 0 : 1;
+}
+
+/* The first of two headers that has a value, trimmed. */
+static bool
+first_value(const WiHeader *headers, int nheaders, const char *first, const char *second,
+			const char **value, size_t *len)
+{
+	return header_value(headers, nheaders, first, value, len) ||
+		(second != NULL && header_value(headers, nheaders, second, value, len));
+}
+
+bool
+wi_sig_delivery_id(WiSigScheme scheme, const WiHeader *headers, int nheaders, const char **id, size_t *len)
+{
+	if (nheaders < 0)
+		nheaders = 0;
+	switch (scheme)
+	{
+		case WI_SIG_STANDARD_WEBHOOKS:
+			return header_value(headers, nheaders, standard_names[standard_family(headers, nheaders)][1],
+								id, len);
+		case WI_SIG_GITHUB:
+			return first_value(headers, nheaders, "x-github-delivery", NULL, id, len);
+		case WI_SIG_SHOPIFY:
+			return first_value(headers, nheaders, "x-shopify-event-id", "x-shopify-webhook-id", id, len);
+		case WI_SIG_STRIPE:
+		case WI_SIG_SLACK:
+			return false;
+	}
+	return false;
+}
+
 /*
  * Standard Webhooks: webhook-* or, when there is no webhook-signature,
  * svix-*; all three from the same family.  The signature is space-separated
@@ -469,11 +515,7 @@ next_offered_mac(WiSigScheme scheme, const SigRequest *req, size_t *pos, unsigne
 static WiSigStatus
 parse_standard(const WiHeader *headers, int nheaders, SigRequest *req)
 {
-	static const char *const names[2][3] = {
-		{"webhook-signature", "webhook-id", "webhook-timestamp"},
-		{"svix-signature", "svix-id", "svix-timestamp"},
-	};
-	int			family = 0;
+	int			family = standard_family(headers, nheaders);
 	const char *id;
 	size_t		id_len;
 	const char *ts;
@@ -486,15 +528,11 @@ parse_standard(const WiHeader *headers, int nheaders, SigRequest *req)
 	size_t		vlen;
 	unsigned char mac[MAC_BYTES];
 
-	if (!header_value(headers, nheaders, names[0][0], &req->sig, &req->sig_len))
-	{
-		family = 1;
-		if (!header_value(headers, nheaders, names[1][0], &req->sig, &req->sig_len))
-			return wi_header_find(headers, nheaders, names[0][0]) ||
-				wi_header_find(headers, nheaders, names[1][0]) ? WI_SIG_MALFORMED : WI_SIG_NO_SIGNATURE;
-	}
-	if (!header_value(headers, nheaders, names[family][1], &id, &id_len) ||
-		!header_value(headers, nheaders, names[family][2], &ts, &ts_len) ||
+	if (!header_value(headers, nheaders, standard_names[family][0], &req->sig, &req->sig_len))
+		return wi_header_find(headers, nheaders, standard_names[0][0]) ||
+			wi_header_find(headers, nheaders, standard_names[1][0]) ? WI_SIG_MALFORMED : WI_SIG_NO_SIGNATURE;
+	if (!header_value(headers, nheaders, standard_names[family][1], &id, &id_len) ||
+		!header_value(headers, nheaders, standard_names[family][2], &ts, &ts_len) ||
 		!parse_timestamp(ts, ts_len, &req->ts))
 		return WI_SIG_MALFORMED;
 	while (next_piece(req->sig, req->sig_len, ' ', &pos, &piece, &plen))

@@ -87,6 +87,19 @@ extern WiSigStatus wi_sig_verify(WiSigScheme scheme, const WiHeader *headers, in
 								 const char *const *secrets, const size_t *secret_lens, int nsecrets,
 								 int64_t now_unix, int64_t tolerance_s);
 
+/*
+ * The delivery id a request's headers carry, trimmed as the signature
+ * parser trims it: for standard-webhooks the very id the signature covers
+ * (webhook-id, or svix-id when the request is signed with svix-signature),
+ * so that no unsigned header can stand in for it; for github
+ * X-GitHub-Delivery; for shopify X-Shopify-Event-Id, else
+ * X-Shopify-Webhook-Id (neither signed by the sender).  false when there is
+ * none, and always for stripe and slack (theirs is in the body).  Points
+ * into headers.
+ */
+extern bool wi_sig_delivery_id(WiSigScheme scheme, const WiHeader *headers, int nheaders,
+							   const char **id, size_t *len);
+
 /* A sentence for errdetail, generic (no header name). */
 extern const char *wi_sig_status_detail(WiSigStatus status);
 

@@ -215,6 +215,42 @@ names(void)
 	report("status_details", ok, ok, 1);
 }
 
+/* The delivery id: the signed one for Standard Webhooks, trimmed, never an unsigned stand-in. */
+static bool
+delivery_id_is(WiSigScheme scheme, const char *const *lines, int nlines, const char *expected)
+{
+	WiHeader	h[8];
+	int			n = make_headers(h, lines, nlines);
+	const char *id;
+	size_t		len;
+
+	if (!wi_sig_delivery_id(scheme, h, n, &id, &len))
+		return expected == NULL;
+	return expected != NULL && len == strlen(expected) && memcmp(id, expected, len) == 0;
+}
+
+static void
+delivery_ids(void)
+{
+	const char *const svix_plus[] = {"svix-id: msg_1", "svix-timestamp: 1", "svix-signature: v1,x",
+	"webhook-id: forged"};
+	const char *const std_plus[] = {"webhook-id: msg_2 ", "svix-id: other", "webhook-signature: v1,x"};
+	const char *const empty_sig[] = {"webhook-signature: ", "webhook-id: forged", "svix-id: msg_3"};
+	const char *const shop[] = {"X-Shopify-Event-Id:  ", "X-Shopify-Webhook-Id: w1"};
+	const char *const gh[] = {"x-github-delivery: d1"};
+	bool		ok;
+
+	ok = delivery_id_is(WI_SIG_STANDARD_WEBHOOKS, svix_plus, 4, "msg_1") &&
+		delivery_id_is(WI_SIG_STANDARD_WEBHOOKS, std_plus, 3, "msg_2") &&
+		delivery_id_is(WI_SIG_STANDARD_WEBHOOKS, empty_sig, 3, "msg_3") &&
+		delivery_id_is(WI_SIG_SHOPIFY, shop, 2, "w1") &&
+		delivery_id_is(WI_SIG_GITHUB, gh, 1, "d1") &&
+		delivery_id_is(WI_SIG_STRIPE, gh, 1, NULL) &&
+		delivery_id_is(WI_SIG_SLACK, gh, 1, NULL) &&
+		delivery_id_is(WI_SIG_GITHUB, gh, 0, NULL);
+	report("delivery_ids", ok, ok, 1);
+}
+
 int
 main(void)
 {
@@ -223,5 +259,6 @@ main(void)
 	unterminated();
 	huge();
 	names();
+	delivery_ids();
 	return failures == 0 ? 0 : 1;
 }
