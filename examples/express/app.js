@@ -8,12 +8,10 @@ const express = require('express');
 
 // SQLSTATEs that mean the delivery is the sender's fault.
 const UNAUTHORIZED = new Set(['28000']); // no or bad signature, timestamp outside the window
-const BAD_REQUEST = new Set([
-  '22023', // no post id where external_id_path points, or a bad id
-  '22P02', // the body is not JSON
-  '54000', // over webhook_ingest.max_payload_size
-  '22021', // a byte PostgreSQL text cannot hold (NUL) or invalid UTF-8
-]);
+// Classes 22 (data exception: not JSON, no usable post id, an id too long, a NUL
+// byte or invalid UTF-8, a number out of range) and 54 (over max_payload_size,
+// nested too deep).
+const BAD_REQUEST_CLASSES = new Set(['22', '54']);
 
 function createApp(pool, { sources = ['blog', 'payments'] } = {}) {
   const app = express();
@@ -35,7 +33,7 @@ function createApp(pool, { sources = ['blog', 'payments'] } = {}) {
       return res.status(202).json({ job_id: jobId === null ? null : Number(jobId), outcome });
     } catch (err) {
       if (UNAUTHORIZED.has(err.code)) return res.status(401).json({ error: 'invalid signature' });
-      if (BAD_REQUEST.has(err.code)) return res.status(400).json({ error: 'bad webhook', sqlstate: err.code });
+      if (typeof err.code === 'string' && BAD_REQUEST_CLASSES.has(err.code.slice(0, 2))) return res.status(400).json({ error: 'bad webhook', sqlstate: err.code });
       return next(err);
     }
   });

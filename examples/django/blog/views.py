@@ -12,11 +12,9 @@ from django.conf import settings
 
 # SQLSTATEs receive() raises for a delivery that is the sender's fault.
 UNAUTHORIZED = {"28000"}  # invalid_authorization_specification: no or bad signature, stale timestamp
-BAD_REQUEST = {
-    "22023",  # invalid_parameter_value: no post id where external_id_path points, or a bad id
-    "22P02",  # invalid_text_representation: the body is not JSON
-    "54000",  # program_limit_exceeded: over webhook_ingest.max_payload_size
-}
+# Classes 22 (data exception: not JSON, no usable post id, an id too long, a number
+# out of range) and 54 (program limit exceeded: over max_payload_size, nested too deep).
+BAD_REQUEST_CLASSES = {"22", "54"}
 
 
 def _sqlstate(error):
@@ -49,7 +47,7 @@ def blog_webhook(request):
         code = _sqlstate(e)
         if code in UNAUTHORIZED:
             return JsonResponse({"error": "invalid signature"}, status=401)
-        if code in BAD_REQUEST:
+        if code and code[:2] in BAD_REQUEST_CLASSES:
             return JsonResponse({"error": "bad webhook", "sqlstate": code}, status=400)
         raise
     # A redelivery (outcome "duplicate") is answered 202 too: the sender stops retrying.
