@@ -6,6 +6,8 @@
 #                     install and run every suite against throwaway clusters
 #   make demo         (as root) the same set-up, then the intake end to end
 #   make bench-enqueue   enqueue() against a bare INSERT ... ON CONFLICT
+#   make fuzz         (as root) the libFuzzer targets, FUZZ_SECONDS each
+#                     (default 600); not part of make test
 
 EXTENSION = webhook_ingest
 MODULE_big = webhook_ingest
@@ -86,3 +88,7 @@ demo:
 
 bench-enqueue:
 	bash bench/enqueue
+
+.PHONY: fuzz
+fuzz:
+	bash test/fuzz/run
