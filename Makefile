@@ -16,8 +16,8 @@ OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
 # script of the current version, which is generated from the landed chain
 # (sql/fresh_install.awk), so each statement exists once.
 UPDATE_CHAIN = sql/webhook_ingest--0.1.0.sql sql/webhook_ingest--0.1.0--0.2.0.sql \
-	sql/webhook_ingest--0.2.0--0.3.0.sql
-FRESH_INSTALL = sql/webhook_ingest--0.3.0.sql
+	sql/webhook_ingest--0.2.0--0.3.0.sql sql/webhook_ingest--0.3.0--0.4.0.sql
+FRESH_INSTALL = sql/webhook_ingest--0.4.0.sql
 DATA = $(filter-out $(FRESH_INSTALL),$(sort $(wildcard sql/webhook_ingest--*.sql)))
 DATA_built = $(FRESH_INSTALL)
 
@@ -25,6 +25,8 @@ PG_CONFIG ?= pg_config
 
 CURL_CONFIG ?= curl-config
 SHLIB_LINK += $(shell $(CURL_CONFIG) --libs 2>/dev/null || echo -lcurl)
+# OpenSSL's HMAC, base64 and CRYPTO_memcmp for src/signature.c.
+SHLIB_LINK += -lcrypto
 PG_CPPFLAGS += -Isrc $(shell $(CURL_CONFIG) --cflags 2>/dev/null)
 PG_CFLAGS += -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers -Wno-sign-compare
 
@@ -63,6 +65,8 @@ unit-suite:
 	$(CC) $(CFLAGS) $(CPPFLAGS) -o test/unit/redirect_test test/unit/redirect_test.c src/redirect.c \
 		$(SHLIB_LINK) -L$(pkglibdir) -lpgcommon -lpgport
 	test/unit/redirect_test
+	$(CC) $(CFLAGS) -DWI_FRONTEND -Isrc -o test/unit/signature_test test/unit/signature_test.c src/signature.c -lcrypto
+	test/unit/signature_test
 regress-suite:
 	$(pg_regress_installcheck) $(REGRESS_OPTS) $(REGRESS)
 isolation-suite:

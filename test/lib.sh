@@ -13,7 +13,7 @@ PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/$WI_PG_MAJOR/bin/pg_config}
 WI_USER=${WI_USER:-postgres}
 export PG_CONFIG
 
-WI_PACKAGES="make gcc postgresql-$WI_PG_MAJOR postgresql-server-dev-$WI_PG_MAJOR libcurl4-openssl-dev libipc-run-perl python3 bc"
+WI_PACKAGES="make gcc postgresql-$WI_PG_MAJOR postgresql-server-dev-$WI_PG_MAJOR libcurl4-openssl-dev libssl-dev libipc-run-perl python3 bc"
 
 wi_log() { printf '== %s\n' "$*" >&2; }
 

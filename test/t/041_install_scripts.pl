@@ -1,6 +1,6 @@
 # CREATE EXTENSION in any database (the fresh install script
-# webhook_ingest--0.3.0.sql), and a fresh 0.3.0 install the same, catalog for
-# catalog, as 0.1.0 updated to 0.2.0 and then 0.3.0.
+# webhook_ingest--0.4.0.sql), and a fresh 0.4.0 install the same, catalog for
+# catalog, as 0.1.0 updated to 0.2.0, 0.3.0 and then 0.4.0.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -21,7 +21,7 @@ $node->safe_psql('postgres', 'CREATE DATABASE upgraded');
 my ($ret, $out, $err) = $node->psql('fresh', 'CREATE EXTENSION webhook_ingest');
 is($ret, 0, 'CREATE EXTENSION succeeds in a database other than webhook_ingest.database');
 is($node->safe_psql('fresh', q{SELECT extversion FROM pg_extension WHERE extname = 'webhook_ingest'}),
-	'0.3.0', 'a fresh install is 0.3.0');
+	'0.4.0', 'a fresh install is 0.4.0');
 $node->safe_psql('upgraded', q{CREATE EXTENSION webhook_ingest VERSION '0.1.0'});
 # An old version: its worker waits (0.1.0's worker_status, one row, still works).
 ok($node->poll_query_until('upgraded',
@@ -30,6 +30,7 @@ ok($node->poll_query_until('upgraded',
 $node->safe_psql('upgraded', q{
 	ALTER EXTENSION webhook_ingest UPDATE TO '0.2.0';
 	ALTER EXTENSION webhook_ingest UPDATE TO '0.3.0';
+	ALTER EXTENSION webhook_ingest UPDATE TO '0.4.0';
 });
 ok($node->poll_query_until('upgraded',
 		q{SELECT state = 'disabled' FROM webhook_ingest.worker_status WHERE database = 'upgraded'}),

@@ -1,0 +1,124 @@
+/*
+ * signature.h
+ *		Verifying the signature a webhook's sender put on it: Standard
+ *		Webhooks (and Svix), Stripe, GitHub, Shopify and Slack.
+ *
+ *		The first part is pure C (src/signature.c): no PostgreSQL calls, no
+ *		allocation of its own, safe on any bytes, so that a libFuzzer target
+ *		can link it with -lcrypto alone.  Compile it, and anything that
+ *		includes this header outside the server, with -DWI_FRONTEND.  The
+ *		backend glue (src/signature_sql.c) is declared at the end, under
+ *		#ifndef WI_FRONTEND; a backend file includes postgres.h first, as
+ *		always, then this header.
+ */
+#ifndef WI_SIGNATURE_H
+#define WI_SIGNATURE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum WiSigScheme
+{
+	WI_SIG_STANDARD_WEBHOOKS,	/* webhook-id/-timestamp/-signature; also
+								 * svix-id/-timestamp/-signature */
+	WI_SIG_STRIPE,				/* Stripe-Signature: t=...,v1=... */
+	WI_SIG_GITHUB,				/* X-Hub-Signature-256: sha256=<hex> */
+	WI_SIG_SHOPIFY,				/* X-Shopify-Hmac-Sha256: base64 */
+	WI_SIG_SLACK				/* X-Slack-Signature: v0=<hex>,
+								 * X-Slack-Request-Timestamp */
+} WiSigScheme;
+
+typedef enum WiSigStatus
+{
+	WI_SIG_OK,
+	WI_SIG_NO_SIGNATURE,		/* the scheme's signature header is absent */
+	WI_SIG_MALFORMED,			/* a header the scheme needs is absent or
+								 * unparseable (timestamp, id, signature
+								 * syntax) */
+	WI_SIG_OUTSIDE_WINDOW,		/* signed timestamp further than the
+								 * tolerance from now (either direction) */
+	WI_SIG_NO_MATCH,			/* well-formed, but no secret yields any of
+								 * the signatures given */
+	WI_SIG_BAD_SECRET			/* a secret is unusable for the scheme (e.g.
+								 * whsec_ not base64, empty) */
+} WiSigStatus;
+
+/* One request header; neither string is NUL-terminated. */
+typedef struct WiHeader
+{
+	const char *name;
+	size_t		name_len;
+	const char *value;
+	size_t		value_len;
+} WiHeader;
+
+/* Longest Standard Webhooks key, decoded, in bytes (longer: BAD_SECRET). */
+#define WI_SIG_MAX_KEY_BYTES	1024
+
+/*
+ * "standard-webhooks" (alias "svix"), "stripe", "github", "shopify",
+ * "slack", in any letter case.  false for anything else.
+ */
+extern bool wi_sig_scheme_from_name(const char *name, size_t len, WiSigScheme *scheme);
+extern const char *wi_sig_scheme_name(WiSigScheme scheme);
+/* The known names, for a hint: "standard-webhooks (or svix), stripe, ..." */
+extern const char *wi_sig_scheme_list(void);
+
+/* The first header called name (NUL-terminated), in any letter case; NULL if none. */
+extern const WiHeader *wi_header_find(const WiHeader *headers, int nheaders, const char *name);
+
+/*
+ * Whether a secret can sign for the scheme: never empty; for Standard
+ * Webhooks, base64 (padded or not) of 1 to WI_SIG_MAX_KEY_BYTES bytes after
+ * an optional "whsec_".
+ */
+extern bool wi_sig_secret_valid(WiSigScheme scheme, const char *secret, size_t len);
+
+/*
+ * Verify a request.  The checks run in this order, the first failure giving
+ * the status: every secret usable (and at least one: nsecrets < 1 is
+ * BAD_SECRET), the signature header present, every header the scheme needs
+ * well-formed, the signed timestamp within tolerance_s of now_unix, a
+ * signature matching.  A negative tolerance_s counts as 0.
+ */
+extern WiSigStatus wi_sig_verify(WiSigScheme scheme, const WiHeader *headers, int nheaders,
+								 const char *body, size_t body_len,
+								 const char *const *secrets, const size_t *secret_lens, int nsecrets,
+								 int64_t now_unix, int64_t tolerance_s);
+
+/* A sentence for errdetail, generic (no header name). */
+extern const char *wi_sig_status_detail(WiSigStatus status);
+
+#ifndef WI_FRONTEND
+
+#include "datatype/timestamp.h"
+#include "utils/array.h"
+#include "utils/jsonb.h"
+
+/*
+ * The headers of a jsonb object of name -> value, pointing into it (keep it
+ * alive).  A string value is the header's value; an array of strings is a
+ * repeated header, its elements joined with ", " as HTTP does; any other
+ * value (null, number, boolean, object, an empty array or one holding
+ * anything but strings) is skipped, as if the header were absent.  Not an
+ * object: ERROR 22023.
+ */
+extern WiHeader *wi_headers_from_jsonb(Jsonb *headers, int *nheaders);
+
+/*
+ * wi_sig_verify with now = GetCurrentTimestamp(), the body's bytes, the
+ * non-NULL elements of secrets (text[]) and the tolerance in whole seconds
+ * (fractions dropped; a month counts 30 days, a year 365.25).  A negative
+ * tolerance: ERROR 22023.  An unusable secret, or none: WI_SIG_BAD_SECRET,
+ * returned, not raised.
+ */
+extern WiSigStatus wi_check_signature(WiSigScheme scheme, Jsonb *headers, struct varlena *body,
+									  ArrayType *secrets, const Interval *tolerance);
+
+/* The tolerance in whole seconds; negative: ERROR 22023. */
+extern int64 wi_tolerance_seconds(const Interval *tolerance);
+
+#endif							/* WI_FRONTEND */
+
+#endif							/* WI_SIGNATURE_H */
