@@ -59,7 +59,7 @@ $(FRESH_INSTALL): $(UPDATE_CHAIN) sql/fresh_install.awk
 $(OBJS): $(wildcard src/*.h)
 
 # One suite at a time, so test/run can count and report each.
-.PHONY: unit-suite regress-suite isolation-suite tap-suite worker-suite test demo bench-enqueue
+.PHONY: unit-suite fuzz-replay-suite regress-suite isolation-suite tap-suite worker-suite test demo bench-enqueue
 # Pure functions on their own (test/unit), built against the server's headers.
 unit-suite:
 	$(CC) $(CFLAGS) $(CPPFLAGS) -o test/unit/redirect_test test/unit/redirect_test.c src/redirect.c \
@@ -67,6 +67,18 @@ unit-suite:
 	test/unit/redirect_test
 	$(CC) $(CFLAGS) -DWI_FRONTEND -Isrc -o test/unit/signature_test test/unit/signature_test.c src/signature.c -lcrypto
 	test/unit/signature_test
+# The fuzz targets (test/fuzz) run once on each committed seed and crash
+# input, built with gcc's ASan and UBSan instead of libFuzzer: their
+# invariants hold there.  make fuzz is the real fuzzing.
+FUZZ_REPLAY = $(CC) -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -Isrc test/fuzz/replay.c
+FUZZ_REPLAY_PG = -DFRONTEND $(CPPFLAGS) -L$(pkglibdir) -lpgcommon -lpgport -lcurl
+fuzz-replay-suite:
+	$(FUZZ_REPLAY) -o test/fuzz/signature_replay test/fuzz/signature_fuzz.c src/signature.c -lcrypto
+	$(FUZZ_REPLAY) -o test/fuzz/url_template_replay test/fuzz/url_template_fuzz.c src/url_template.c $(FUZZ_REPLAY_PG)
+	$(FUZZ_REPLAY) -o test/fuzz/retry_after_replay test/fuzz/retry_after_fuzz.c src/retry_after.c $(FUZZ_REPLAY_PG)
+	for t in signature url_template retry_after; do \
+		test/fuzz/$${t}_replay $$t test/fuzz/corpus/$$t/* $$(ls -d test/fuzz/crashes/$$t/* 2>/dev/null) || exit 1; \
+	done
 regress-suite:
 	$(pg_regress_installcheck) $(REGRESS_OPTS) $(REGRESS)
 isolation-suite:
