@@ -6,6 +6,8 @@
 #                     install and run every suite against throwaway clusters
 #   make demo         (as root) the same set-up, then the intake end to end
 #   make bench-enqueue   enqueue() against a bare INSERT ... ON CONFLICT
+#   make fuzz         (as root) the libFuzzer targets, FUZZ_SECONDS each
+#                     (default 600); not part of make test
 
 EXTENSION = webhook_ingest
 MODULE_big = webhook_ingest
@@ -62,7 +64,7 @@ sql/webhook_ingest--0.4.0.sql: $(CHAIN_0.4.0) sql/fresh_install.awk
 $(OBJS): $(wildcard src/*.h)
 
 # One suite at a time, so test/run can count and report each.
-.PHONY: unit-suite regress-suite isolation-suite tap-suite worker-suite examples-suite test demo bench-enqueue
+.PHONY: unit-suite fuzz-replay-suite regress-suite isolation-suite tap-suite worker-suite examples-suite test demo bench-enqueue fuzz
 # Pure functions on their own (test/unit), built against the server's headers.
 unit-suite:
 	$(CC) $(CFLAGS) $(CPPFLAGS) -o test/unit/redirect_test test/unit/redirect_test.c src/redirect.c \
@@ -70,6 +72,18 @@ unit-suite:
 	test/unit/redirect_test
 	$(CC) $(CFLAGS) -DWI_FRONTEND -Isrc -o test/unit/signature_test test/unit/signature_test.c src/signature.c -lcrypto
 	test/unit/signature_test
+# The fuzz targets (test/fuzz) run once on each committed seed and crash
+# input, built with gcc's ASan and UBSan instead of libFuzzer: their
+# invariants hold there.  make fuzz is the real fuzzing.
+FUZZ_REPLAY = $(CC) -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -Isrc test/fuzz/replay.c
+FUZZ_REPLAY_PG = -DFRONTEND $(CPPFLAGS) -L$(pkglibdir) -lpgcommon -lpgport -lcurl
+fuzz-replay-suite:
+	$(FUZZ_REPLAY) -o test/fuzz/signature_replay test/fuzz/signature_fuzz.c src/signature.c -lcrypto
+	$(FUZZ_REPLAY) -o test/fuzz/url_template_replay test/fuzz/url_template_fuzz.c src/url_template.c $(FUZZ_REPLAY_PG)
+	$(FUZZ_REPLAY) -o test/fuzz/retry_after_replay test/fuzz/retry_after_fuzz.c src/retry_after.c $(FUZZ_REPLAY_PG)
+	for t in signature url_template retry_after; do \
+		test/fuzz/$${t}_replay $$t test/fuzz/corpus/$$t/* $$(ls -d test/fuzz/crashes/$$t/* 2>/dev/null) || exit 1; \
+	done
 regress-suite:
 	$(pg_regress_installcheck) $(REGRESS_OPTS) $(REGRESS)
 isolation-suite:
@@ -99,3 +113,7 @@ demo:
 
 bench-enqueue:
 	bash bench/enqueue
+
+# libFuzzer, FUZZ_SECONDS (600) per target: test/fuzz/README.md.  Not part of make test.
+fuzz:
+	bash test/fuzz/run

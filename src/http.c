@@ -18,7 +18,6 @@
  */
 #include "postgres.h"
 
-#include <ctype.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -27,6 +26,7 @@
 #include "webhook_ingest.h"
 #include "http.h"
 #include "redirect.h"
+#include "retry_after.h"
 
 static CURLM *multi = NULL;
 static int	epoll_fd = -1;
@@ -36,9 +36,6 @@ static int	in_flight = 0;
 
 /* What a hop to another origin sends instead of the source's headers. */
 static struct curl_slist *bare_headers = NULL;
-
-/* Longest Retry-After honoured, in seconds. */
-#define WI_MAX_RETRY_AFTER_S	(24L * 3600L)
 
 /* CURLMOPT_SOCKETFUNCTION: keep the epoll set in step with curl's sockets. */
 static int
@@ -313,38 +310,6 @@ wi_http_on_timer(void)
 	curl_multi_socket_action(multi, CURL_SOCKET_TIMEOUT, 0, &running_handles);
 }
 
-/*
- * Retry-After, strictly: delay-seconds (digits only) or an HTTP-date (which
- * starts with the day's name); anything else is ignored (-1).  Capped at a
- * day; a date in the past is 0.
- */
-static long
-retry_after_seconds(const char *value)
-{
-	size_t		len = strlen(value);
-
-	if (len > 0 && strspn(value, "0123456789") == len)
-	{
-		long		secs = 0;
-
-		for (size_t i = 0; i < len && secs < WI_MAX_RETRY_AFTER_S; i++)
-			secs = secs * 10 + (value[i] - '0');
-		return Min(secs, WI_MAX_RETRY_AFTER_S);
-	}
-	if (isalpha((unsigned char) value[0]))
-	{
-		time_t		when = curl_getdate(value, NULL);
-
-		if (when != -1)
-		{
-			double		secs = difftime(when, time(NULL));
-
-			return (long) Max(0, Min(secs, (double) WI_MAX_RETRY_AFTER_S));
-		}
-	}
-	return -1;
-}
-
 static void
 read_retry_after(Transfer *t)
 {
@@ -352,7 +317,7 @@ read_retry_after(Transfer *t)
 	struct curl_header *h;
 
 	if (curl_easy_header(t->easy, "Retry-After", 0, CURLH_HEADER, -1, &h) == CURLHE_OK)
-		t->retry_after_s = retry_after_seconds(h->value);
+		t->retry_after_s = wi_retry_after_seconds(h->value, time(NULL));
 #endif
 }
 

@@ -627,9 +627,11 @@ parse_slack(const WiHeader *headers, int nheaders, SigRequest *req)
 
 	if (!header_value(headers, nheaders, "x-slack-signature", &req->sig, &req->sig_len))
 		return wi_header_find(headers, nheaders, "x-slack-signature") ? WI_SIG_MALFORMED : WI_SIG_NO_SIGNATURE;
+	if (req->sig_len < 3 || memcmp(req->sig, "v0=", 3) != 0)
+		return WI_SIG_MALFORMED;
 	req->one = req->sig + 3;
-	req->one_len = req->sig_len < 3 ? 0 : req->sig_len - 3;
-	if (req->sig_len < 3 || memcmp(req->sig, "v0=", 3) != 0 || !decode_hex_mac(req->one, req->one_len, mac) ||
+	req->one_len = req->sig_len - 3;
+	if (!decode_hex_mac(req->one, req->one_len, mac) ||
 		!header_value(headers, nheaders, "x-slack-request-timestamp", &ts, &ts_len) ||
 		!parse_timestamp(ts, ts_len, &req->ts))
 		return WI_SIG_MALFORMED;

@@ -2,9 +2,8 @@
  * url.c
  *		Builds the URL fetched for an object: the source's url_template with
  *		every {external_id} replaced by the id percent-encoded as one path
- *		segment.  RFC 3986 unreserved characters stay; every other byte of
- *		the id becomes %XX, so '/', '?', '#' and '%' cannot leave the segment,
- *		and an id of "." or ".." is encoded whole so it is never a dot-segment.
+ *		segment (the expansion itself is url_template.c), and url_for(), the
+ *		SQL function that shows it.
  */
 #include "postgres.h"
 
@@ -15,39 +14,9 @@
 #include "utils/builtins.h"
 
 #include "webhook_ingest.h"
+#include "url_template.h"
 
 PG_FUNCTION_INFO_V1(webhook_ingest_url_for);
-
-#define WI_PLACEHOLDER		"{external_id}"
-
-static bool
-is_unreserved(unsigned char c)
-{
-	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-		(c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' || c == '~';
-}
-
-static void
-append_segment(StringInfo buf, const char *id, int idlen)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	bool		dots_only = (idlen == 1 && id[0] == '.') ||
-		(idlen == 2 && id[0] == '.' && id[1] == '.');
-
-	for (int i = 0; i < idlen; i++)
-	{
-		unsigned char c = (unsigned char) id[i];
-
-		if (is_unreserved(c) && !dots_only)
-			appendStringInfoChar(buf, (char) c);
-		else
-		{
-			appendStringInfoChar(buf, '%');
-			appendStringInfoChar(buf, hex[c >> 4]);
-			appendStringInfoChar(buf, hex[c & 0x0f]);
-		}
-	}
-}
 
 /*
  * Returns a palloc'd URL in the current memory context.
@@ -56,17 +25,9 @@ char *
 wi_render_url(const char *url_template, const char *id, int idlen)
 {
 	StringInfoData buf;
-	const char *p = url_template;
-	const char *hit;
 
 	initStringInfo(&buf);
-	while ((hit = strstr(p, WI_PLACEHOLDER)) != NULL)
-	{
-		appendBinaryStringInfo(&buf, p, hit - p);
-		append_segment(&buf, id, idlen);
-		p = hit + strlen(WI_PLACEHOLDER);
-	}
-	appendStringInfoString(&buf, p);
+	wi_expand_url_template(&buf, url_template, id, idlen);
 	return buf.data;
 }
 
