@@ -562,6 +562,27 @@ check_signed(WiSigScheme s, const Request *r, unsigned v)
 	}
 }
 
+/*
+ * The delivery id (receive's event id): a part of one header value, with no
+ * blank at either end; none for the schemes whose id is in the body.
+ */
+static void
+check_delivery_id(WiSigScheme scheme, const Request *r)
+{
+	const char *id;
+	size_t		len;
+	bool		inside = false;
+
+	if (!wi_sig_delivery_id(scheme, r->headers, r->nheaders, &id, &len))
+		return;
+	require(scheme != WI_SIG_STRIPE && scheme != WI_SIG_SLACK);
+	for (int i = 0; i < r->nheaders && !inside; i++)
+		inside = r->headers[i].value != NULL && id >= r->headers[i].value &&
+			(size_t) (id - r->headers[i].value) + len <= r->headers[i].value_len;
+	require(inside);
+	require(len == 0 || (id[0] != ' ' && id[0] != '\t' && id[len - 1] != ' ' && id[len - 1] != '\t'));
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -585,6 +606,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			fprintf(stderr, "%s: %s\n", wi_sig_scheme_name(all_schemes[i]),
 					wi_sig_status_detail(verify_req(all_schemes[i], &r)));
 		check_scheme_on_input(all_schemes[i], &r);
+		check_delivery_id(all_schemes[i], &r);
 	}
 	/* signing is the costly part: one scheme per input, chosen by its bytes */
 	check_signed(all_schemes[v % 5], &r, v / 5);
