@@ -206,6 +206,11 @@ SELECT source, jobs, fetch_p50_ms BETWEEN 360 AND 480 AS p50_400ms, fetch_p99_ms
        done_p50_ms <= done_p95_ms AND done_p95_ms <= done_p99_ms AS done_ordered
   FROM webhook_ingest.latency WHERE source = 'slowblog';
 SELECT count(*) > 0 AS blog_measured FROM webhook_ingest.latency WHERE source = 'blog' AND fetch_p99_ms < 1000;
+-- milliseconds to 0.1 (as text: no 1116.7765254005983)
+SELECT bool_and(v::text ~ '^[0-9]+(\.[0-9])?$') AS latency_in_tenths
+  FROM webhook_ingest.latency,
+       unnest(ARRAY[done_p50_ms, done_p95_ms, done_p99_ms, fetch_p50_ms, fetch_p95_ms, fetch_p99_ms]) v;
+SELECT bool_and(fetch_ms::text ~ '^[0-9]+(\.[0-9])?$') AS failures_in_tenths FROM webhook_ingest.recent_failures;
 -- the latest failures, newest first: broken's 500s, the dead one last
 SELECT source, external_id, attempt, http_status, error, outcome
   FROM webhook_ingest.recent_failures WHERE source = 'broken' ORDER BY failed_at DESC, attempt DESC LIMIT 3;
