@@ -37,6 +37,7 @@
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 
 #include "webhook_ingest.h"
@@ -86,6 +87,35 @@ static const char *const active_job_sql =
 
 static const char *const source_exists_sql =
 "SELECT FROM webhook_ingest.sources s WHERE s.name OPERATOR(pg_catalog.=) $1";
+
+/*
+ * Developer-only, for bench/enqueue: webhook_ingest.enqueue_path = sql forces
+ * the SQL path in READ COMMITTED, so both paths are measured in the same
+ * transactions.  Not documented; goes with the path it measures.
+ */
+typedef enum EnqueuePath
+{
+	ENQUEUE_PATH_AUTO,
+	ENQUEUE_PATH_SQL
+} EnqueuePath;
+
+static const struct config_enum_entry enqueue_path_options[] = {
+	{"auto", ENQUEUE_PATH_AUTO, false},
+	{"sql", ENQUEUE_PATH_SQL, false},
+	{NULL, 0, false}
+};
+
+static int	enqueue_path = ENQUEUE_PATH_AUTO;
+
+void
+wi_enqueue_define_gucs(void)
+{
+	DefineCustomEnumVariable("webhook_ingest.enqueue_path",
+							 "Developer only: which write path enqueue() takes.",
+							 NULL, &enqueue_path, ENQUEUE_PATH_AUTO, enqueue_path_options,
+							 PGC_USERSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							 NULL, NULL, NULL);
+}
 
 static SPIPlanPtr remember_event_plan;
 static SPIPlanPtr upsert_job_plan;
@@ -277,7 +307,7 @@ wi_enqueue_write(FunctionCallInfo fcinfo, text *source, text *external_id, Datum
 	}
 
 	wi_become_owner(fcinfo, &caller);
-	if (wi_direct_write_possible())
+	if (enqueue_path == ENQUEUE_PATH_AUTO && wi_direct_write_possible())
 	{
 		elog(DEBUG1, "webhook_ingest: enqueue writes directly");
 		outcome = enqueue_direct(source, external_id, payload, payload_null, event_id, &job_id, &job_id_null);
