@@ -96,12 +96,14 @@ static const char *const source_exists_sql =
 typedef enum EnqueuePath
 {
 	ENQUEUE_PATH_AUTO,
-	ENQUEUE_PATH_SQL
+	ENQUEUE_PATH_SQL,
+	ENQUEUE_PATH_SQL1
 } EnqueuePath;
 
 static const struct config_enum_entry enqueue_path_options[] = {
 	{"auto", ENQUEUE_PATH_AUTO, false},
 	{"sql", ENQUEUE_PATH_SQL, false},
+	{"sql1", ENQUEUE_PATH_SQL1, false},
 	{NULL, 0, false}
 };
 
@@ -116,6 +118,53 @@ wi_enqueue_define_gucs(void)
 							 PGC_USERSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
 							 NULL, NULL, NULL);
 }
+
+/*
+ * One statement per call.  With an event id: remember it, and only if it is
+ * new upsert the job; a duplicate reads the object's active job instead.
+ * The source's existence was checked (fresh) by wi_enqueue_admit, under the
+ * lock on jobs that drop_source() waits for.  Outcomes: 0 queued,
+ * 1 coalesced, 2 requeued, 3 duplicate.
+ */
+static const char *const enqueue1_sql =
+"INSERT INTO webhook_ingest.jobs AS j (source, external_id, payload) "
+"SELECT $1, $2, $3 "
+"ON CONFLICT (source, external_id) "
+"WHERE state OPERATOR(pg_catalog.=) ANY ('{pending,running}'::webhook_ingest.job_state[]) "
+"DO UPDATE SET payload = COALESCE(EXCLUDED.payload, j.payload), "
+"              refetch = j.refetch OR j.state OPERATOR(pg_catalog.=) 'running', "
+"              events = j.events OPERATOR(pg_catalog.+) 1, "
+"              updated_at = pg_catalog.now() "
+"RETURNING j.id, "
+"          CASE WHEN j.xmax OPERATOR(pg_catalog.=) 0 THEN 0 "
+"               WHEN j.state OPERATOR(pg_catalog.=) 'pending' THEN 1 ELSE 2 END";
+
+static const char *const enqueue1_event_sql =
+"WITH ev AS ("
+"  INSERT INTO webhook_ingest.events (source, event_id) VALUES ($1, $4) "
+"  ON CONFLICT DO NOTHING RETURNING 1"
+"), job AS ("
+"  INSERT INTO webhook_ingest.jobs AS j (source, external_id, payload) "
+"  SELECT $1, $2, $3 WHERE EXISTS (SELECT FROM ev) "
+"  ON CONFLICT (source, external_id) "
+"  WHERE state OPERATOR(pg_catalog.=) ANY ('{pending,running}'::webhook_ingest.job_state[]) "
+"  DO UPDATE SET payload = COALESCE(EXCLUDED.payload, j.payload), "
+"                refetch = j.refetch OR j.state OPERATOR(pg_catalog.=) 'running', "
+"                events = j.events OPERATOR(pg_catalog.+) 1, "
+"                updated_at = pg_catalog.now() "
+"  RETURNING j.id, "
+"            CASE WHEN j.xmax OPERATOR(pg_catalog.=) 0 THEN 0 "
+"                 WHEN j.state OPERATOR(pg_catalog.=) 'pending' THEN 1 ELSE 2 END AS outcome"
+") "
+"SELECT id, outcome FROM job "
+"UNION ALL "
+"SELECT (SELECT a.id FROM webhook_ingest.jobs a "
+"        WHERE a.source OPERATOR(pg_catalog.=) $1 AND a.external_id OPERATOR(pg_catalog.=) $2 "
+"        AND a.state OPERATOR(pg_catalog.=) ANY ('{pending,running}'::webhook_ingest.job_state[])), 3 "
+"WHERE NOT EXISTS (SELECT FROM job)";
+
+static SPIPlanPtr enqueue1_plan;
+static SPIPlanPtr enqueue1_event_plan;
 
 static SPIPlanPtr remember_event_plan;
 static SPIPlanPtr upsert_job_plan;
@@ -220,6 +269,39 @@ enqueue_sql(text *source, text *external_id, Datum payload, bool payload_null, t
 	return outcome;
 }
 
+static EnqueueOutcome
+enqueue_sql1(text *source, text *external_id, Datum payload, bool payload_null, text *event_id,
+			 int64 *job_id, bool *job_id_null)
+{
+	static Oid	argtypes[4] = {TEXTOID, TEXTOID, JSONBOID, TEXTOID};
+	Datum		args[4];
+	char		nulls[4] = {' ', ' ', payload_null ? 'n' : ' ', ' '};
+	SPIPlanPtr	plan;
+	HeapTuple	row;
+	TupleDesc	desc;
+	bool		isnull;
+	EnqueueOutcome outcome;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	args[0] = PointerGetDatum(source);
+	args[1] = PointerGetDatum(external_id);
+	args[2] = payload;
+	args[3] = PointerGetDatum(event_id);
+	if (event_id != NULL)
+		plan = wi_prepare_once(&enqueue1_event_plan, enqueue1_event_sql, 4, argtypes, false);
+	else
+		plan = wi_prepare_once(&enqueue1_plan, enqueue1_sql, 3, argtypes, false);
+	if (SPI_execute_plan(plan, args, nulls, false, 0) < 0 || SPI_processed != 1)
+		elog(ERROR, "could not enqueue");
+	row = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	*job_id = DatumGetInt64(SPI_getbinval(row, desc, 1, job_id_null));
+	outcome = (EnqueueOutcome) DatumGetInt32(SPI_getbinval(row, desc, 2, &isnull));
+	SPI_finish();
+	return outcome;
+}
+
 /*
  * The fast path (queue_write.c); wi_direct_write_possible() said it applies.
  */
@@ -312,6 +394,8 @@ wi_enqueue_write(FunctionCallInfo fcinfo, text *source, text *external_id, Datum
 		elog(DEBUG1, "webhook_ingest: enqueue writes directly");
 		outcome = enqueue_direct(source, external_id, payload, payload_null, event_id, &job_id, &job_id_null);
 	}
+	else if (enqueue_path == ENQUEUE_PATH_SQL1)
+		outcome = enqueue_sql1(source, external_id, payload, payload_null, event_id, &job_id, &job_id_null);
 	else
 		outcome = enqueue_sql(source, external_id, payload, payload_null, event_id, &job_id, &job_id_null);
 	wi_restore_user(&caller);
