@@ -97,13 +97,15 @@ typedef enum EnqueuePath
 {
 	ENQUEUE_PATH_AUTO,
 	ENQUEUE_PATH_SQL,
-	ENQUEUE_PATH_SQL1
+	ENQUEUE_PATH_SQL1,
+	ENQUEUE_PATH_SQL2
 } EnqueuePath;
 
 static const struct config_enum_entry enqueue_path_options[] = {
 	{"auto", ENQUEUE_PATH_AUTO, false},
 	{"sql", ENQUEUE_PATH_SQL, false},
 	{"sql1", ENQUEUE_PATH_SQL1, false},
+	{"sql2", ENQUEUE_PATH_SQL2, false},
 	{NULL, 0, false}
 };
 
@@ -127,8 +129,7 @@ wi_enqueue_define_gucs(void)
  * 1 coalesced, 2 requeued, 3 duplicate.
  */
 static const char *const enqueue1_sql =
-"INSERT INTO webhook_ingest.jobs AS j (source, external_id, payload) "
-"SELECT $1, $2, $3 "
+"INSERT INTO webhook_ingest.jobs AS j (source, external_id, payload) VALUES ($1, $2, $3) "
 "ON CONFLICT (source, external_id) "
 "WHERE state OPERATOR(pg_catalog.=) ANY ('{pending,running}'::webhook_ingest.job_state[]) "
 "DO UPDATE SET payload = COALESCE(EXCLUDED.payload, j.payload), "
@@ -162,6 +163,18 @@ static const char *const enqueue1_event_sql =
 "        WHERE a.source OPERATOR(pg_catalog.=) $1 AND a.external_id OPERATOR(pg_catalog.=) $2 "
 "        AND a.state OPERATOR(pg_catalog.=) ANY ('{pending,running}'::webhook_ingest.job_state[])), 3 "
 "WHERE NOT EXISTS (SELECT FROM job)";
+
+/* sql2: two statements, the source taken as given (checked by wi_enqueue_admit). */
+static const char *const remember2_sql =
+"INSERT INTO webhook_ingest.events (source, event_id) VALUES ($1, $4) ON CONFLICT DO NOTHING";
+
+static const char *const active2_sql =
+"SELECT j.id FROM webhook_ingest.jobs j "
+"WHERE j.source OPERATOR(pg_catalog.=) $1 AND j.external_id OPERATOR(pg_catalog.=) $2 "
+"AND j.state OPERATOR(pg_catalog.=) ANY ('{pending,running}'::webhook_ingest.job_state[])";
+
+static SPIPlanPtr remember2_plan;
+static SPIPlanPtr active2_plan;
 
 static SPIPlanPtr enqueue1_plan;
 static SPIPlanPtr enqueue1_event_plan;
@@ -302,6 +315,49 @@ enqueue_sql1(text *source, text *external_id, Datum payload, bool payload_null, 
 	return outcome;
 }
 
+static EnqueueOutcome
+enqueue_sql2(text *source, text *external_id, Datum payload, bool payload_null, text *event_id,
+			 int64 *job_id, bool *job_id_null)
+{
+	static Oid	argtypes[4] = {TEXTOID, TEXTOID, JSONBOID, TEXTOID};
+	Datum		args[4];
+	char		nulls[4] = {' ', ' ', payload_null ? 'n' : ' ', ' '};
+	SPIPlanPtr	plan;
+	bool		isnull;
+	EnqueueOutcome outcome;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	args[0] = PointerGetDatum(source);
+	args[1] = PointerGetDatum(external_id);
+	args[2] = payload;
+	args[3] = PointerGetDatum(event_id);
+	if (event_id != NULL)
+	{
+		plan = wi_prepare_once(&remember2_plan, remember2_sql, 4, argtypes, false);
+		if (SPI_execute_plan(plan, args, nulls, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "could not remember event id");
+		if (SPI_processed == 0)
+		{
+			plan = wi_prepare_once(&active2_plan, active2_sql, 2, argtypes, false);
+			if (SPI_execute_plan(plan, args, nulls, false, 1) != SPI_OK_SELECT)
+				elog(ERROR, "could not look up the active job");
+			*job_id_null = (SPI_processed == 0);
+			if (!*job_id_null)
+				*job_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+			SPI_finish();
+			return OUTCOME_DUPLICATE;
+		}
+	}
+	plan = wi_prepare_once(&enqueue1_plan, enqueue1_sql, 3, argtypes, false);
+	if (SPI_execute_plan(plan, args, nulls, false, 0) != SPI_OK_INSERT_RETURNING || SPI_processed != 1)
+		elog(ERROR, "could not upsert job");
+	*job_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	outcome = (EnqueueOutcome) DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	SPI_finish();
+	return outcome;
+}
+
 /*
  * The fast path (queue_write.c); wi_direct_write_possible() said it applies.
  */
@@ -394,6 +450,8 @@ wi_enqueue_write(FunctionCallInfo fcinfo, text *source, text *external_id, Datum
 		elog(DEBUG1, "webhook_ingest: enqueue writes directly");
 		outcome = enqueue_direct(source, external_id, payload, payload_null, event_id, &job_id, &job_id_null);
 	}
+	else if (enqueue_path == ENQUEUE_PATH_SQL2)
+		outcome = enqueue_sql2(source, external_id, payload, payload_null, event_id, &job_id, &job_id_null);
 	else if (enqueue_path == ENQUEUE_PATH_SQL1)
 		outcome = enqueue_sql1(source, external_id, payload, payload_null, event_id, &job_id, &job_id_null);
 	else
