@@ -10,7 +10,6 @@
 
 #include "fmgr.h"
 
-extern void wi_enqueue_define_gucs(void);
 extern void wi_check_source_name(text *source);
 extern void wi_check_payload_size(Datum payload);
 extern void wi_enqueue_admit(text *source);

@@ -13,7 +13,6 @@
 #include "utils/guc.h"
 
 #include "webhook_ingest.h"
-#include "enqueue.h"
 
 PG_MODULE_MAGIC;
 
@@ -170,7 +169,6 @@ _PG_init(void)
 							NULL, NULL, NULL);
 
 	wi_net_guard_define_gucs();
-	wi_enqueue_define_gucs();
 
 #if PG_VERSION_NUM >= 150000
 	MarkGUCPrefixReserved("webhook_ingest");
