@@ -1,25 +1,29 @@
 /*
  * enqueue.c
  *		webhook_ingest.enqueue(): accept one webhook inside the caller's
- *		transaction, in two steps (written directly by queue_write.c, or as
- *		SQL statements prepared once per backend):
+ *		transaction, in at most two SQL statements prepared once per backend:
  *
  *		1. with an event id, remember it (INSERT ... ON CONFLICT DO NOTHING on
- *		   events): no row means this source already accepted it - duplicate;
- *		2. upsert the object's one active job (the partial unique index on
- *		   pending and running jobs is the arbiter): a new row is queued, a
- *		   pending one absorbs the webhook (coalesced), a running one is
- *		   flagged to be fetched once more after it finishes (requeued).
+ *		   events): no row means this source already accepted it - duplicate,
+ *		   and the second statement only reads the object's active job;
+ *		2. otherwise upsert the object's one active job (the partial unique
+ *		   index on pending and running jobs is the arbiter): a new row is
+ *		   queued, a pending one absorbs the webhook (coalesced), a running
+ *		   one is flagged to be fetched once more after it finishes
+ *		   (requeued).
  *
  *		Both rely on ON CONFLICT, so concurrent callers never see a unique
  *		violation: the second waits for the first's transaction and then
  *		takes the other branch.  Nothing here locks more than the rows it
- *		writes, and a rollback of the caller undoes all of it.
+ *		writes, and a rollback of the caller undoes all of it.  The same
+ *		statements serve every isolation level, and fire the triggers of
+ *		jobs and events like any INSERT ... ON CONFLICT.
  *
- *		Before either step, as the caller (enqueue is not SECURITY DEFINER,
- *		see access.c): the payload's size, the source's existence and its
- *		enqueue_roles.  Only then does it act as the function's owner.
- *		receive() (receive.c) takes the same steps (enqueue.h).
+ *		Before them, as the caller (enqueue is not SECURITY DEFINER, see
+ *		access.c): the payload's size, the lock on jobs, the source's
+ *		existence and its enqueue_roles.  Only then does it act as the
+ *		function's owner.  receive() (receive.c) takes the same steps
+ *		(enqueue.h).
  */
 #include "postgres.h"
 
@@ -41,7 +45,6 @@
 
 #include "webhook_ingest.h"
 #include "access.h"
-#include "queue_write.h"
 #include "enqueue.h"
 
 PG_FUNCTION_INFO_V1(webhook_ingest_enqueue);
@@ -59,16 +62,17 @@ static const char *const outcome_names[] = {"queued", "coalesced", "requeued", "
 /*
  * Every name is schema-qualified and every operator spelled out, so the
  * plans mean the same whatever search_path the caller has (enqueue has no
- * SET clause: it would cost every call a GUC save and restore).
+ * SET clause: it would cost every call a GUC save and restore).  They take
+ * the source as given: wi_enqueue_admit found it, as of now, under the lock
+ * on jobs that drop_source() waits for.  ($1 source, $2 external_id,
+ * $3 payload, $4 event_id.)
  */
 static const char *const remember_event_sql =
-"INSERT INTO webhook_ingest.events (source, event_id) "
-"SELECT s.name, $2 FROM webhook_ingest.sources s WHERE s.name OPERATOR(pg_catalog.=) $1 "
-"ON CONFLICT DO NOTHING";
+"INSERT INTO webhook_ingest.events (source, event_id) VALUES ($1, $4) ON CONFLICT DO NOTHING";
 
+/* Returns the job's id and the outcome, 0 to 2 as in EnqueueOutcome. */
 static const char *const upsert_job_sql =
-"INSERT INTO webhook_ingest.jobs AS j (source, external_id, payload) "
-"SELECT s.name, $2, $3 FROM webhook_ingest.sources s WHERE s.name OPERATOR(pg_catalog.=) $1 "
+"INSERT INTO webhook_ingest.jobs AS j (source, external_id, payload) VALUES ($1, $2, $3) "
 "ON CONFLICT (source, external_id) "
 "WHERE state OPERATOR(pg_catalog.=) ANY ('{pending,running}'::webhook_ingest.job_state[]) "
 "DO UPDATE SET payload = COALESCE(EXCLUDED.payload, j.payload), "
@@ -84,41 +88,60 @@ static const char *const active_job_sql =
 "WHERE j.source OPERATOR(pg_catalog.=) $1 AND j.external_id OPERATOR(pg_catalog.=) $2 "
 "AND j.state OPERATOR(pg_catalog.=) ANY ('{pending,running}'::webhook_ingest.job_state[])";
 
-static const char *const source_exists_sql =
-"SELECT FROM webhook_ingest.sources s WHERE s.name OPERATOR(pg_catalog.=) $1";
-
 static SPIPlanPtr remember_event_plan;
 static SPIPlanPtr upsert_job_plan;
 static SPIPlanPtr active_job_plan;
-static SPIPlanPtr source_exists_plan;
 static TupleDesc result_desc;
 
-/* Every statement here takes (source text, text, jsonb) or a prefix of it. */
-static SPIPlanPtr
-prepare_once(SPIPlanPtr *plan, const char *sql, int nargs)
+/* Run one of the statements above; its first row's columns in values. */
+static uint64
+run(SPIPlanPtr *plan, const char *sql, int nargs, Datum *args, const char *nulls, int ncols, Datum *values,
+	bool *isnull)
 {
-	static Oid	argtypes[3] = {TEXTOID, TEXTOID, JSONBOID};
+	static Oid	argtypes[4] = {TEXTOID, TEXTOID, JSONBOID, TEXTOID};
 
-	return wi_prepare_once(plan, sql, nargs, argtypes, false);
+	wi_prepare_once(plan, sql, nargs, argtypes, false);
+	/* Not read-only: each statement sees what committed before it began. */
+	if (SPI_execute_plan(*plan, args, nulls, false, 0) < 0)
+		elog(ERROR, "could not run \"%s\"", sql);
+	for (int i = 0; i < ncols && SPI_processed > 0; i++)
+		values[i] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + 1, &isnull[i]);
+	return SPI_processed;
 }
 
-static void
-report_unknown_source(text *source)
+/*
+ * Remember the event id, if there is one, then upsert the job; a duplicate
+ * only reads the object's active job.  Two statements at most, whatever
+ * the outcome.
+ */
+static EnqueueOutcome
+enqueue_statements(text *source, text *external_id, Datum payload, bool payload_null, text *event_id,
+				   int64 *job_id, bool *job_id_null)
 {
-	ereport(ERROR,
-			(errcode(ERRCODE_UNDEFINED_OBJECT),
-			 errmsg("source \"%s\" does not exist", wi_clip_text(source)),
-			 errhint("Register it with webhook_ingest.add_source().")));
-}
+	Datum		args[4];
+	char		nulls[4] = {' ', ' ', payload_null ? 'n' : ' ', ' '};
+	Datum		values[2];
+	bool		isnull[2];
+	EnqueueOutcome outcome = OUTCOME_DUPLICATE;
 
-static bool
-source_exists(Datum *args)
-{
-	SPIPlanPtr	plan = prepare_once(&source_exists_plan, source_exists_sql, 1);
-
-	if (SPI_execute_plan(plan, args, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not look up source");
-	return SPI_processed > 0;
+	args[0] = PointerGetDatum(source);
+	args[1] = PointerGetDatum(external_id);
+	args[2] = payload;
+	args[3] = PointerGetDatum(event_id);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (event_id != NULL && run(&remember_event_plan, remember_event_sql, 4, args, nulls, 0, NULL, NULL) == 0)
+		*job_id_null = run(&active_job_plan, active_job_sql, 2, args, nulls, 1, values, isnull) == 0;
+	else
+	{
+		if (run(&upsert_job_plan, upsert_job_sql, 3, args, nulls, 2, values, isnull) != 1)
+			elog(ERROR, "could not upsert job");
+		outcome = (EnqueueOutcome) DatumGetInt32(values[1]);
+	}
+	if (!*job_id_null)
+		*job_id = DatumGetInt64(values[0]);
+	SPI_finish();
+	return outcome;
 }
 
 static Datum
@@ -132,90 +155,31 @@ make_result(int64 job_id, bool job_id_null, EnqueueOutcome outcome)
 	return HeapTupleGetDatum(heap_form_tuple(result_desc, values, nulls));
 }
 
-/*
- * The SQL path: the same two steps as prepared statements.  Serves callers in
- * REPEATABLE READ or SERIALIZABLE (where ON CONFLICT's visibility checks
- * apply) and servers older than PostgreSQL 14.
- */
-static EnqueueOutcome
-enqueue_sql(text *source, text *external_id, Datum payload, bool payload_null, text *event_id,
-			int64 *job_id, bool *job_id_null)
+static Oid
+jobs_relid(void)
 {
-	Datum		args[3];
-	char		nulls[3] = {' ', ' ', payload_null ? 'n' : ' '};
-	EnqueueOutcome outcome;
-	SPIPlanPtr	plan;
-	bool		isnull;
+	Oid			relid = get_relname_relid("jobs", get_namespace_oid(WI_SCHEMA_NAME, false));
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-
-	args[0] = PointerGetDatum(source);
-	if (event_id != NULL)
-	{
-		plan = prepare_once(&remember_event_plan, remember_event_sql, 2);
-		args[1] = PointerGetDatum(event_id);
-		if (SPI_execute_plan(plan, args, NULL, false, 0) != SPI_OK_INSERT)
-			elog(ERROR, "could not remember event id");
-		if (SPI_processed == 0)
-		{
-			/* Unknown source, or an event id this source already gave. */
-			if (!source_exists(args))
-				report_unknown_source(source);
-
-			plan = prepare_once(&active_job_plan, active_job_sql, 2);
-			args[1] = PointerGetDatum(external_id);
-			if (SPI_execute_plan(plan, args, NULL, true, 1) != SPI_OK_SELECT)
-				elog(ERROR, "could not look up the active job");
-			*job_id_null = (SPI_processed == 0);
-			if (!*job_id_null)
-				*job_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
-													  &isnull));
-			SPI_finish();
-			return OUTCOME_DUPLICATE;
-		}
-	}
-
-	plan = prepare_once(&upsert_job_plan, upsert_job_sql, 3);
-	args[1] = PointerGetDatum(external_id);
-	args[2] = payload;
-	if (SPI_execute_plan(plan, args, nulls, false, 0) != SPI_OK_INSERT_RETURNING)
-		elog(ERROR, "could not upsert job");
-	if (SPI_processed == 0)
-		report_unknown_source(source);
-	*job_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	outcome = (EnqueueOutcome) DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
-														   SPI_tuptable->tupdesc, 2, &isnull));
-	SPI_finish();
-	return outcome;
+	if (!OidIsValid(relid))
+		elog(ERROR, "relation webhook_ingest.jobs is missing");
+	return relid;
 }
 
 /*
- * The fast path (queue_write.c); wi_direct_write_possible() said it applies.
+ * Take ROW EXCLUSIVE on jobs before any lookup takes its snapshot:
+ * drop_source() holds SHARE on jobs while it deletes, so once we have the
+ * lock a dropped source is gone from our snapshot too.  Taking the lock also
+ * processes pending invalidations: if jobs is another table by then, lock
+ * that one too.
  */
-static EnqueueOutcome
-enqueue_direct(text *source, text *external_id, Datum payload, bool payload_null, text *event_id,
-			   int64 *job_id, bool *job_id_null)
+static void
+lock_jobs(void)
 {
-	bool		was_running;
-	EState	   *estate;
-	WriteResult result;
+	Oid			jobs = jobs_relid();
 
-	estate = wi_write_begin();
-	if (event_id != NULL)
-	{
-		if (wi_remember_event(estate, source, event_id) == WRITE_EXISTED)
-		{
-			wi_write_end(estate);
-			*job_id_null = !wi_active_job(source, external_id, job_id);
-			return OUTCOME_DUPLICATE;
-		}
-	}
-
-	result = wi_upsert_job(estate, source, external_id, payload, payload_null, job_id, &was_running);
-	wi_write_end(estate);
-	return result == WRITE_INSERTED ? OUTCOME_QUEUED :
-		was_running ? OUTCOME_REQUEUED : OUTCOME_COALESCED;
+	LockRelationOid(jobs, RowExclusiveLock);
+	if (jobs_relid() != jobs)
+		LockRelationOid(jobs_relid(), RowExclusiveLock);
 }
 
 /*
@@ -239,13 +203,13 @@ wi_check_payload_size(Datum payload)
 
 /*
  * The first step of every intake function, before it reads anything for the
- * caller: the lock on jobs (see wi_lock_jobs), then, as the caller, the
+ * caller: the lock on jobs (see lock_jobs), then, as the caller, the
  * source's existence and whether it admits the caller.
  */
 void
 wi_enqueue_admit(text *source)
 {
-	wi_lock_jobs();
+	lock_jobs();
 	wi_check_may_enqueue(source, GetUserId());
 }
 
@@ -277,13 +241,7 @@ wi_enqueue_write(FunctionCallInfo fcinfo, text *source, text *external_id, Datum
 	}
 
 	wi_become_owner(fcinfo, &caller);
-	if (wi_direct_write_possible())
-	{
-		elog(DEBUG1, "webhook_ingest: enqueue writes directly");
-		outcome = enqueue_direct(source, external_id, payload, payload_null, event_id, &job_id, &job_id_null);
-	}
-	else
-		outcome = enqueue_sql(source, external_id, payload, payload_null, event_id, &job_id, &job_id_null);
+	outcome = enqueue_statements(source, external_id, payload, payload_null, event_id, &job_id, &job_id_null);
 	wi_restore_user(&caller);
 
 	if (outcome != OUTCOME_DUPLICATE)

@@ -34,7 +34,6 @@
 #include "webhook_ingest.h"
 #include "access.h"
 #include "intake.h"
-#include "queue_write.h"
 
 PG_FUNCTION_INFO_V1(webhook_ingest_sources_changed);
 
@@ -56,11 +55,12 @@ typedef struct SourceEntry
 static MemoryContext cache_cxt = NULL;	/* the table and the role lists */
 static HTAB *known_sources = NULL;
 static uint64 invalidations = 0;	/* bumped by every invalidation seen */
+static Oid	sources_relid = InvalidOid;	/* of the table the cache was read from */
 
 static void
 forget_sources(Datum arg, Oid relid)
 {
-	Oid			sources = wi_cached_sources_relid();
+	Oid			sources = sources_relid;
 
 	invalidations++;
 	if (known_sources != NULL &&
@@ -168,6 +168,7 @@ fetch_source(text *source, SourceInfo *info)
 	if (!OidIsValid(relid) || !OidIsValid(indexid))
 		elog(ERROR, "relation webhook_ingest.sources is missing");
 	rel = table_open(relid, AccessShareLock);
+	sources_relid = relid;
 	/* Taken after the open, which may process invalidations. */
 	snapshot = GetLatestSnapshot();
 	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_TEXTEQ, PointerGetDatum(source));
