@@ -312,8 +312,10 @@ wi_shmem_job_cv(int64 job_id)
 /*
  * The worker: these jobs turned done (with their done_lsn) or dead; wake
  * their waiters, and only theirs (and those of jobs sharing a bucket, who
- * look and sleep again).  After the commit: a waiter that looked before it
- * was in the bucket's list will have been woken.
+ * look and sleep again: with WI_WAIT_BUCKETS at 16384, a batch of 100 jobs
+ * while 2 000 others are waited for wakes about 12 of them).  After the
+ * commit: a waiter is in its bucket's list before it reads its job, so
+ * one that read the job before the commit is woken now.
  */
 void
 wi_shmem_jobs_finished(const int64 *job_ids, int n)

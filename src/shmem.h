@@ -16,7 +16,7 @@
 #define WI_MAX_LOOK		64		/* databases waiting for the launcher's look */
 #define WI_MAX_BLOCKS	64		/* databases in DROP/RENAME/TEMPLATE at once */
 #define WI_MAX_CAPPED	64		/* databases refused a worker, shown */
-#define WI_WAIT_BUCKETS	4096	/* wait_for_job()'s condition variables */
+#define WI_WAIT_BUCKETS	16384	/* wait_for_job()'s condition variables (192 kB) */
 
 /* One database's worker.  database is InvalidOid when the slot is free. */
 typedef struct WiSlot
