@@ -529,7 +529,7 @@ complete_batch(void *arg)
  * or past their commit.  Rows some session holds locked are skipped and kept
  * in the backlog for the next call.  A short transaction of its own,
  * committed asynchronously - if it is lost, the worker's next start fills in
- * the gap (wi_fill_missing_done_lsn).  Returns whether any row got one.
+ * the gap (wi_fill_missing_done_lsn).  Then wakes the waiters of those jobs.
  */
 typedef struct DoneLsn
 {
@@ -578,7 +578,7 @@ write_done_lsn(void *arg)
 	}
 }
 
-static bool
+static void
 record_done_lsn(List *finished, XLogRecPtr lsn)
 {
 	DoneLsn		d;
@@ -594,12 +594,18 @@ record_done_lsn(List *finished, XLogRecPtr lsn)
 	for (int i = 0; i < lsn_backlog_len; i++)
 		d.ids[d.n++] = lsn_backlog[i];
 	if (d.n == 0)
-		return false;
+	{
+		pfree(d.ids);
+		return;
+	}
 	if (wi_in_tx("webhook_ingest: recording the commit LSN of done jobs", write_done_lsn, &d))
 	{
 		/* The backlog is now what this write could not reach. */
 		memcpy(lsn_backlog, lsn_left, sizeof(int64) * lsn_left_len);
 		lsn_backlog_len = lsn_left_len;
+		/* Their waiters (those of the few left behind look and sleep again). */
+		if (d.written > 0)
+			wi_shmem_jobs_finished(d.ids, d.n);
 	}
 	else
 	{
@@ -608,15 +614,29 @@ record_done_lsn(List *finished, XLogRecPtr lsn)
 		memcpy(lsn_backlog, d.ids, sizeof(int64) * lsn_backlog_len);
 	}
 	pfree(d.ids);
-	return d.written > 0;
 }
 
 /* Try the done_lsn backlog again, with the current WAL position. */
 void
 wi_retry_done_lsn(void)
 {
-	if (lsn_backlog_len > 0 && record_done_lsn(NIL, GetXLogInsertRecPtr()))
-		wi_shmem_jobs_finished();
+	if (lsn_backlog_len > 0)
+		record_done_lsn(NIL, GetXLogInsertRecPtr());
+}
+
+/* Wake the waiters of the jobs the batch made dead. */
+static void
+wake_dead(List *finished)
+{
+	int64	   *ids = palloc(sizeof(int64) * list_length(finished));
+	int			n = 0;
+	ListCell   *lc;
+
+	foreach(lc, finished)
+		if (((Transfer *) lfirst(lc))->outcome == WI_OUTCOME_DEAD)
+			ids[n++] = ((Transfer *) lfirst(lc))->job_id;
+	wi_shmem_jobs_finished(ids, n);
+	pfree(ids);
 }
 
 /* After the batch committed: what it did, for the views. */
@@ -693,9 +713,10 @@ wi_complete(List *finished, WiCounters *counters)
 			finished_some = true;
 	}
 	if (finished_some)
-		(void) record_done_lsn(finished, XactLastCommitEnd);
-	if (finished_some)
-		wi_shmem_jobs_finished();
+	{
+		record_done_lsn(finished, XactLastCommitEnd);
+		wake_dead(finished);
+	}
 	record_stats(finished);
 	return later;
 }

@@ -1,9 +1,11 @@
 /*
  * shmem.c
  *		Shared state between the launcher, the workers and every backend: one
- *		slot per database worker (keyed by database OID: its latch, status,
- *		counters and the condition variable wait_for_job() sleeps on), the
- *		launcher's latch, the databases the launcher is asked to look at, the
+ *		slot per database worker (keyed by database OID: its latch, status
+ *		and counters), the condition variables wait_for_job() sleeps on (a
+ *		fixed table of buckets keyed by database and job id, so that a worker
+ *		finishing jobs wakes only the waiters of those jobs, give or take a
+ *		collision), the launcher's latch, the databases the launcher is asked to look at, the
  *		databases blocked while DROP/RENAME/TEMPLATE runs (utility.c), the
  *		databases left without a worker by webhook_ingest.max_databases, and
  *		the wake-ups armed by enqueue() and fired at commit (never on
@@ -17,6 +19,7 @@
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "commands/dbcommands.h"
+#include "common/hashfn.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -68,10 +71,9 @@ init_shared(void)
 	memset(wi_shared, 0, shared_size());
 	SpinLockInit(&wi_shared->mutex);
 	wi_shared->nslots = wi_max_databases;
-	ConditionVariableInit(&wi_shared->any_jobs_finished);
 	ConditionVariableInit(&wi_shared->slot_changed);
-	for (int i = 0; i < wi_shared->nslots; i++)
-		ConditionVariableInit(&wi_shared->slots[i].jobs_finished);
+	for (int i = 0; i < WI_WAIT_BUCKETS; i++)
+		ConditionVariableInit(&wi_shared->job_finished[i]);
 }
 
 static void
@@ -297,27 +299,37 @@ webhook_ingest_worker_status_all(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
-/* The worker: jobs turned done (with their done_lsn) or dead. */
-void
-wi_shmem_jobs_finished(void)
+/* The condition variable the waiters of a job of this database sleep on. */
+ConditionVariable *
+wi_shmem_job_cv(int64 job_id)
 {
-	ConditionVariableBroadcast(&my_slot->jobs_finished);
-	ConditionVariableBroadcast(&wi_shared->any_jobs_finished);
+	uint32		key = hash_combine(murmurhash32((uint32) MyDatabaseId),
+								   murmurhash32((uint32) job_id ^ murmurhash32((uint32) ((uint64) job_id >> 32))));
+
+	return &wi_shared->job_finished[key % WI_WAIT_BUCKETS];
 }
 
-/* wait_for_job(): what to sleep on (this database's worker's). */
-ConditionVariable *
-wi_shmem_jobs_finished_cv(void)
+/*
+ * The worker: these jobs turned done (with their done_lsn) or dead; wake
+ * their waiters, and only theirs (and those of jobs sharing a bucket, who
+ * look and sleep again: with WI_WAIT_BUCKETS at 16384, a batch of 100 jobs
+ * while 2 000 others are waited for wakes about 12 of them).  After the
+ * commit: a waiter is in its bucket's list before it reads its job, so
+ * one that read the job before the commit is woken now.
+ */
+void
+wi_shmem_jobs_finished(const int64 *job_ids, int n)
 {
-	ConditionVariable *cv = &wi_shared->any_jobs_finished;
-	WiSlot	   *slot;
+	for (int i = 0; i < n; i++)
+		ConditionVariableBroadcast(wi_shmem_job_cv(job_ids[i]));
+}
 
-	SpinLockAcquire(&wi_shared->mutex);
-	slot = wi_slot_of(MyDatabaseId);
-	if (slot)
-		cv = &slot->jobs_finished;
-	SpinLockRelease(&wi_shared->mutex);
-	return cv;
+/* The worker: jobs it cannot name finished (a previous worker's); wake all. */
+void
+wi_shmem_all_jobs_finished(void)
+{
+	for (int i = 0; i < WI_WAIT_BUCKETS; i++)
+		ConditionVariableBroadcast(&wi_shared->job_finished[i]);
 }
 
 static void

@@ -16,6 +16,7 @@
 #define WI_MAX_LOOK		64		/* databases waiting for the launcher's look */
 #define WI_MAX_BLOCKS	64		/* databases in DROP/RENAME/TEMPLATE at once */
 #define WI_MAX_CAPPED	64		/* databases refused a worker, shown */
+#define WI_WAIT_BUCKETS	16384	/* wait_for_job()'s condition variables (192 kB) */
 
 /* One database's worker.  database is InvalidOid when the slot is free. */
 typedef struct WiSlot
@@ -30,7 +31,6 @@ typedef struct WiSlot
 	char		state[64];
 	int			in_flight;
 	WiCounters	counters;
-	ConditionVariable jobs_finished;	/* broadcast when jobs turned done or dead */
 } WiSlot;
 
 typedef struct WiShared
@@ -45,8 +45,9 @@ typedef struct WiShared
 	Oid			blocked[WI_MAX_BLOCKS]; /* no worker may start there */
 	int			ncapped;
 	Oid			capped[WI_MAX_CAPPED];
-	ConditionVariable any_jobs_finished;	/* a worker without a slot... */
 	ConditionVariable slot_changed; /* a worker attached or left */
+	/* wait_for_job() sleeps on the one its (database, job id) hashes to */
+	ConditionVariable job_finished[WI_WAIT_BUCKETS];
 	int			nslots;
 	WiSlot		slots[FLEXIBLE_ARRAY_MEMBER];
 } WiShared;

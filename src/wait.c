@@ -1,8 +1,9 @@
 /*
  * wait.c
  *		Replica read-your-writes: wait_for_job() on the primary sleeps until a
- *		job is done and its done_lsn known (the worker broadcasts a condition
- *		variable after writing done_lsn), and the procedure wait_replayed()
+ *		job is done and its done_lsn known (after writing done_lsn the worker
+ *		broadcasts the condition variable the job's id hashes to, so it wakes
+ *		the waiters of the jobs it finished, not all of them), and the procedure wait_replayed()
  *		on a standby sleeps until WAL is replayed up to an LSN.  wait_for_job
  *		looks again with a fresh snapshot each time; wait_replayed holds no
  *		snapshot at all while it waits, since one could conflict with the
@@ -127,12 +128,13 @@ webhook_ingest_wait_for_job(PG_FUNCTION_ARGS)
 	Oid			types[1] = {INT8OID};
 	Datum		args[1];
 	SPIPlanPtr	plan;
-	ConditionVariable *cv = wi_shmem_jobs_finished_cv();
+	ConditionVariable *cv;
 	bool		result = false;
 	bool		first = true;
 
 	wi_check_not_null(PG_ARGISNULL(0), "job_id");
 	job_id = PG_GETARG_INT64(0);
+	cv = wi_shmem_job_cv(job_id);
 	deadline = deadline_of(fcinfo, 1);
 	refuse_transaction_snapshot("wait_for_job()");
 	if (RecoveryInProgress())

@@ -65,8 +65,9 @@ extern void wi_shmem_set_exit_reason(WiExitReason reason, const char *state);
 extern void wi_shmem_wake_launcher(Oid database);
 extern void wi_shmem_publish(const char *state, int in_flight, const WiCounters *counters);
 extern void wi_wake_worker_at_commit(void);
-extern void wi_shmem_jobs_finished(void);
-extern ConditionVariable *wi_shmem_jobs_finished_cv(void);
+extern ConditionVariable *wi_shmem_job_cv(int64 job_id);
+extern void wi_shmem_jobs_finished(const int64 *job_ids, int n);
+extern void wi_shmem_all_jobs_finished(void);
 
 /* stats.c */
 extern Size wi_stats_shmem_size(void);

@@ -188,7 +188,7 @@ take_over(void)
 	if (n > 0)
 	{
 		ereport(LOG, (errmsg("webhook_ingest worker: filled in done_lsn of %d jobs a previous worker finished", n)));
-		wi_shmem_jobs_finished();
+		wi_shmem_all_jobs_finished();
 	}
 }
 
