@@ -3,9 +3,10 @@
 \echo Use "ALTER EXTENSION webhook_ingest UPDATE TO '0.4.0'" to load this file. \quit
 
 /*
- * Nothing here rewrites or scans a table: the new columns of sources have
- * no default or a constant one (catalog-only since PostgreSQL 11), and jobs,
- * events and documents are not touched.
+ * Nothing here rewrites a table: the new columns of sources have no default
+ * or a constant one (catalog-only since PostgreSQL 11).  One statement scans
+ * jobs: the build of jobs_active_stats at the end (SHARE on jobs until the
+ * update commits, see there).
  */
 
 /*
