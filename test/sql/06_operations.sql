@@ -110,7 +110,7 @@ $$ BEGIN RETURN QUERY EXECUTE 'EXPLAIN (COSTS OFF) ' || query; END $$;
 VACUUM (ANALYZE) webhook_ingest.jobs;   -- the visibility map, as autovacuum keeps it
 SET enable_seqscan = off;     -- the tables here are tiny; with 10 million rows see bench/views
 SELECT array_agg(line) AS view_plan FROM plan_of('SELECT * FROM webhook_ingest.queue_stats') line;
-SELECT bool_or(line LIKE '%Index Only Scan using jobs_active_stats on jobs%') AS active_jobs_index_only,
+SELECT bool_or(line LIKE '%Index Only Scan using jobs_active_object on jobs%') AS active_jobs_index_only,
        bool_or(line LIKE '%Index Only Scan using jobs_dead on jobs%') AS dead_jobs_index_only,
        bool_or(line ~ '(Seq Scan|Bitmap Heap Scan|Index Scan using \w+) on jobs') AS reads_jobs_heap
   FROM plan_of((SELECT prosrc FROM pg_proc WHERE oid = 'webhook_ingest._queue_stats()'::regprocedure)) line;
