@@ -70,14 +70,7 @@ wi_setup() {
 wi_examples_setup() {
 	local dir="$WI_TOP/examples/express" want
 	if ! command -v npm >/dev/null; then
-		if [ "$(id -u)" -ne 0 ]; then
-			wi_log "npm is missing (run as root to install it)"
-			return 1
-		fi
-		wi_log "installing npm"
-		export DEBIAN_FRONTEND=noninteractive
-		apt-get update -qq >/dev/null
-		apt-get install -y -qq --no-install-recommends npm >/dev/null || return 1
+		WI_PACKAGES=npm wi_install_packages || return 1
 	fi
 	want=$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)
 	[ "$(cat "$dir/node_modules/.wi-lock-sha256" 2>/dev/null)" = "$want" ] && return 0
