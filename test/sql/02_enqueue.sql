@@ -90,7 +90,7 @@ SELECT id IS NOT NULL AS has_id, created_at <= now() AS created, updated_at >= c
        next_attempt_at <= now() AS due, last_error, lease_until
   FROM webhook_ingest.jobs WHERE external_id = 'c2';
 
--- REPEATABLE READ and SERIALIZABLE callers take the SQL path: the same outcomes
+-- REPEATABLE READ and SERIALIZABLE callers: the same outcomes
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT outcome FROM webhook_ingest.enqueue('crm', 'rr1', '{"v": 1}', 'rr-e1');
 SELECT outcome FROM webhook_ingest.enqueue('crm', 'rr1', NULL, 'rr-e1');
@@ -107,7 +107,7 @@ SELECT outcome FROM webhook_ingest.enqueue('crm', 'rr1', NULL, 'rr-e3');
 COMMIT;
 SELECT state, payload, events, refetch FROM webhook_ingest.jobs WHERE external_id = 'rr1';
 
--- a jobs table changed by hand (a column added) makes enqueue take the SQL path, with the same results
+-- a jobs table changed by hand (a column added): enqueue gives the same results
 ALTER TABLE webhook_ingest.jobs ADD COLUMN note text;
 SELECT outcome FROM webhook_ingest.enqueue('crm', 'shape1', NULL, 'shape-e1');
 SELECT outcome FROM webhook_ingest.enqueue('crm', 'shape1', NULL, 'shape-e1');
