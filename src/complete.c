@@ -35,6 +35,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
@@ -304,15 +305,9 @@ static bool notify_this_batch = true;
 static void
 decide_notify(void)
 {
-	static SPIPlanPtr plan = NULL;
 	static TimestampTz last_logged = 0;
-	bool		isnull;
-	double		usage;
+	double		usage = DatumGetFloat8(OidFunctionCall0(F_PG_NOTIFICATION_QUEUE_USAGE));
 
-	if (wi_run_cached(&plan, "SELECT pg_catalog.pg_notification_queue_usage()", 0, NULL, NULL, NULL,
-					  true) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "could not read the notification queue usage");
-	usage = DatumGetFloat8(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	notify_this_batch = usage < WI_NOTIFY_MAX_QUEUE_USAGE;
 	if (!notify_this_batch &&
 		TimestampDifferenceExceeds(last_logged, GetCurrentTimestamp(), WI_NOTIFY_LOG_EVERY_S * 1000))

@@ -85,10 +85,11 @@ check_body_size(text *body)
 
 /* Step 2: the signature, before the body is even parsed. */
 static void
-check_signature(text *source, WiSigScheme scheme, const WiSourceIntake *intake, Jsonb *headers, text *body)
+check_signature(text *source, WiSigScheme scheme, const WiSourceIntake *intake,
+				const WiHeader *headers, int nheaders, text *body)
 {
-	WiSigStatus status = wi_check_signature(scheme, headers, (struct varlena *) body, intake->signing_secrets,
-											&intake->signature_tolerance);
+	WiSigStatus status = wi_check_signature(scheme, headers, nheaders, (struct varlena *) body,
+											intake->signing_secrets, &intake->signature_tolerance);
 
 	if (status == WI_SIG_OK)
 		return;
@@ -214,7 +215,8 @@ external_id_of(text *source, const WiSourceIntake *intake, Jsonb *payload)
  * the request has one, else none (the webhook is only coalesced).
  */
 static text *
-event_id_of(text *source, WiSigScheme scheme, const WiSourceIntake *intake, Jsonb *headers, Jsonb *payload)
+event_id_of(text *source, WiSigScheme scheme, const WiSourceIntake *intake,
+			const WiHeader *headers, int nheaders, Jsonb *payload)
 {
 	const char *body_key = body_id_keys[scheme];
 	text	   *id = NULL;
@@ -238,12 +240,10 @@ event_id_of(text *source, WiSigScheme scheme, const WiSourceIntake *intake, Json
 	}
 	else
 	{
-		int			n;
-		WiHeader   *all = wi_headers_from_jsonb(headers, &n);
 		const char *value;
 		size_t		len;
 
-		if (wi_sig_delivery_id(scheme, all, n, &value, &len))
+		if (wi_sig_delivery_id(scheme, headers, nheaders, &value, &len))
 			id = cstring_to_text_with_len(value, (int) len);
 	}
 	if (id != NULL)
@@ -272,7 +272,9 @@ webhook_ingest_receive(PG_FUNCTION_ARGS)
 	ErrorContextCallback hide = {.callback = hide_statement, .previous = error_context_stack};
 	Datum		result;
 	text	   *source;
-	Jsonb	   *headers;
+	Jsonb	   *headers_jsonb;
+	WiHeader   *headers;
+	int			nheaders;
 	text	   *body;
 	WiSourceIntake intake;
 	WiSigScheme scheme;
@@ -287,7 +289,7 @@ webhook_ingest_receive(PG_FUNCTION_ARGS)
 	wi_check_not_null(PG_ARGISNULL(1), "headers");
 	wi_check_not_null(PG_ARGISNULL(2), "body");
 	source = PG_GETARG_TEXT_PP(0);
-	headers = PG_GETARG_JSONB_P(1);
+	headers_jsonb = PG_GETARG_JSONB_P(1);
 	body = PG_GETARG_TEXT_PP(2);
 	wi_check_source_name(source);
 
@@ -297,12 +299,13 @@ webhook_ingest_receive(PG_FUNCTION_ARGS)
 	check_configured(source, &intake);
 	scheme = wi_scheme_of(intake.signature_scheme);
 	check_body_size(body);
-	check_signature(source, scheme, &intake, headers, body);
+	headers = wi_headers_from_jsonb(headers_jsonb, &nheaders);
+	check_signature(source, scheme, &intake, headers, nheaders, body);
 
 	payload = parse_body(body);
 	wi_check_payload_size(JsonbPGetDatum(payload));
 	external_id = external_id_of(source, &intake, payload);
-	event_id = event_id_of(source, scheme, &intake, headers, payload);
+	event_id = event_id_of(source, scheme, &intake, headers, nheaders, payload);
 	result = wi_enqueue_write(fcinfo, source, external_id, JsonbPGetDatum(payload), false, event_id);
 	error_context_stack = hide.previous;
 	return result;

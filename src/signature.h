@@ -126,8 +126,8 @@ extern WiHeader *wi_headers_from_jsonb(Jsonb *headers, int *nheaders);
  * tolerance: ERROR 22023.  An unusable secret, or none: WI_SIG_BAD_SECRET,
  * returned, not raised.
  */
-extern WiSigStatus wi_check_signature(WiSigScheme scheme, Jsonb *headers, struct varlena *body,
-									  ArrayType *secrets, const Interval *tolerance);
+extern WiSigStatus wi_check_signature(WiSigScheme scheme, const WiHeader *headers, int nheaders,
+									  struct varlena *body, ArrayType *secrets, const Interval *tolerance);
 
 /* The scheme a name means; unknown: ERROR 22023. */
 extern WiSigScheme wi_scheme_of(text *name);

@@ -131,12 +131,10 @@ now_unix(void)
 }
 
 WiSigStatus
-wi_check_signature(WiSigScheme scheme, Jsonb *headers, struct varlena *body, ArrayType *secrets,
-				   const Interval *tolerance)
+wi_check_signature(WiSigScheme scheme, const WiHeader *headers, int nheaders, struct varlena *body,
+				   ArrayType *secrets, const Interval *tolerance)
 {
 	int64		tolerance_s = wi_tolerance_seconds(tolerance);
-	int			nheaders;
-	WiHeader   *h = wi_headers_from_jsonb(headers, &nheaders);
 	struct varlena *b = pg_detoast_datum_packed(body);
 	Datum	   *elems;
 	bool	   *nulls;
@@ -161,7 +159,7 @@ wi_check_signature(WiSigScheme scheme, Jsonb *headers, struct varlena *body, Arr
 		lens[n] = VARSIZE_ANY_EXHDR(t);
 		n++;
 	}
-	return wi_sig_verify(scheme, h, nheaders, VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b),
+	return wi_sig_verify(scheme, headers, nheaders, VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b),
 						 s, lens, n, now_unix(), tolerance_s);
 }
 
