@@ -52,18 +52,19 @@ static TimestampTz
 deadline_of(FunctionCallInfo fcinfo, int argno)
 {
 	Interval   *timeout;
-	int64		us;
+	double		us;
 
 	wi_check_not_null(PG_ARGISNULL(argno), "timeout");
 	timeout = PG_GETARG_INTERVAL_P(argno);
-	us = timeout->time + (int64) timeout->day * USECS_PER_DAY +
-		(int64) timeout->month * DAYS_PER_MONTH * USECS_PER_DAY;
+	/* In double: the int64 sum overflows for an interval of 2^63 us or more. */
+	us = (double) timeout->time + (double) timeout->day * USECS_PER_DAY +
+		(double) timeout->month * DAYS_PER_MONTH * USECS_PER_DAY;
 	if (us < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("timeout must not be negative")));
-	us = Min(us, (int64) 365 * USECS_PER_DAY);
-	return GetCurrentTimestamp() + us;
+	us = Min(us, (double) 365 * USECS_PER_DAY);
+	return GetCurrentTimestamp() + (int64) us;
 }
 
 static void
