@@ -38,6 +38,7 @@
 PG_FUNCTION_INFO_V1(webhook_ingest_worker_status);
 PG_FUNCTION_INFO_V1(webhook_ingest_worker_status_all);
 PG_FUNCTION_INFO_V1(webhook_ingest_wake_worker_at_commit);
+PG_FUNCTION_INFO_V1(webhook_ingest_scheduler_state);
 
 WiShared   *wi_shared = NULL;
 static WiSlot *my_slot = NULL;	/* in a worker: its own slot */
@@ -152,6 +153,7 @@ wi_shmem_register_worker(void)
 		slot->started_at = GetCurrentTimestamp();
 		memset(&slot->counters, 0, sizeof(WiCounters));
 		slot->in_flight = 0;
+		slot->nshown = 0;
 		strlcpy(slot->state, "starting", sizeof(slot->state));
 	}
 	else if (slot != NULL && slot->worker_pid == 0)
@@ -186,6 +188,7 @@ wi_shmem_set_exit_reason(WiExitReason reason, const char *state)
 	SpinLockAcquire(&wi_shared->mutex);
 	my_slot->exit_reason = reason;
 	strlcpy(my_slot->state, state, sizeof(my_slot->state));
+	my_slot->nshown = 0;
 	SpinLockRelease(&wi_shared->mutex);
 }
 
@@ -197,6 +200,19 @@ wi_shmem_publish(const char *state, int in_flight, const WiCounters *counters)
 	strlcpy(my_slot->state, state, sizeof(my_slot->state));
 	my_slot->in_flight = in_flight;
 	memcpy(&my_slot->counters, counters, sizeof(WiCounters));
+	SpinLockRelease(&wi_shared->mutex);
+}
+
+/* The scheduler's state of the busiest and the throttled sources, for queue_stats. */
+void
+wi_shmem_publish_sources(void)
+{
+	WiSourceShown shown[WI_SHOWN_SOURCES];
+	int			n = wi_sched_shown(shown, WI_SHOWN_SOURCES);
+
+	SpinLockAcquire(&wi_shared->mutex);
+	memcpy(my_slot->shown, shown, sizeof(WiSourceShown) * n);
+	my_slot->nshown = n;
 	SpinLockRelease(&wi_shared->mutex);
 }
 
@@ -407,4 +423,33 @@ webhook_ingest_wake_worker_at_commit(PG_FUNCTION_ARGS)
 {
 	wi_wake_worker_at_commit();
 	PG_RETURN_VOID();
+}
+
+/*
+ * webhook_ingest._scheduler_state(): what this database's worker holds for
+ * its sources with fetches in flight or a throttle (queue_stats).
+ */
+Datum
+webhook_ingest_scheduler_state(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	WiSlot	   *copy = palloc(sizeof(WiSlot));
+
+	InitMaterializedSRF(fcinfo, 0);
+	copy_own_slot(copy);
+	for (int i = 0; i < copy->nshown; i++)
+	{
+		WiSourceShown *row = &copy->shown[i];
+		Datum		values[4];
+		bool		nulls[4] = {0};
+
+		values[0] = CStringGetTextDatum(row->name);
+		values[1] = Int32GetDatum(row->in_flight);
+		values[2] = TimestampTzGetDatum(row->throttled_until);
+		nulls[2] = row->throttled_until == 0;
+		values[3] = CStringGetTextDatum(row->throttled_by);
+		nulls[3] = row->throttled_until == 0;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
 }
