@@ -75,6 +75,9 @@ unit-suite:
 	test/unit/redirect_test
 	$(CC) $(CFLAGS) -DWI_FRONTEND -Isrc -o test/unit/signature_test test/unit/signature_test.c src/signature.c -lcrypto
 	test/unit/signature_test
+	$(CC) $(CFLAGS) -DFRONTEND $(CPPFLAGS) -o test/unit/throttle_test test/unit/throttle_test.c src/retry_after.c \
+		-L$(pkglibdir) -lpgcommon -lpgport -lcurl
+	test/unit/throttle_test
 # The fuzz targets (test/fuzz) run once on each committed seed and crash
 # input, built with gcc's ASan and UBSan instead of libFuzzer: their
 # invariants hold there.  make fuzz is the real fuzzing.
