@@ -3,18 +3,19 @@
  *		Who gets the worker's free fetch slots.  The worker keeps, per source,
  *		what limits it: fetches in flight (against max_in_flight), a token
  *		bucket (rate_limit requests per second, rate_burst deep), a throttle
- *		the upstream asked for (until when, and what said so), and its share
- *		so far (weighted virtual time: slots received / weight).
+ *		the upstream asked for (until when, and what said so).
  *
  *		A claim (job_store.c) first probes which of the sources that may
  *		fetch now (not paused, not throttled, under max_in_flight, with a
  *		token) have due jobs, then runs in passes.  Each pass shares the free
- *		slots among those by weighted fair
- *		queueing: slots go to the sources whose virtual time is lowest,
- *		levelled by water-filling, so a source with one due job gets a slot
- *		in the very next claim however large another's backlog.  A source
- *		that could not take slots for a while (idle, throttled, at a limit)
- *		comes back level with the busy ones, without credit for that time.  The claim walks each source's due jobs
+ *		slots among those so that the fetches in flight end up max-min fair
+ *		by weight: free slots go to the sources with the fewest in flight per
+ *		unit of weight, levelled by water-filling.  So a source with one due
+ *		job gets a slot in the very next claim however large another's
+ *		backlog, two backlogged sources of weights 3 and 1 hold slots 3 : 1,
+ *		and a source whose upstream answers fast is not slowed to the pace of
+ *		a slow one's (it needs fewer slots for its share).  No history is
+ *		kept, so no source builds up credit while it is idle or throttled.  The claim walks each source's due jobs
  *		in due order (jobs_due) up to its quota; a source that returns less
  *		than its quota has no more due work, and the next pass shares what
  *		is left among the others.
@@ -56,7 +57,7 @@ typedef struct SourceSched
 	TimestampTz throttled_at;
 	char		throttled_by[32];
 
-	double		vtime;			/* slots received / weight */
+	double		level;			/* in this pass: (in flight + claiming) / weight */
 	bool		backlogged;		/* its last claim filled its quota: more may be due */
 	bool		probed;			/* in this claim: the probe looked for its due jobs */
 	bool		has_due;		/* in this claim: the probe found due jobs */
@@ -188,16 +189,16 @@ allowance(SourceSched *s, TimestampTz now)
 	return n;
 }
 
-/* Slots source s gets at water level: min(allowance, floor((level - vtime) * weight)). */
+/* Slots source s gets at water level: min(allowance, floor((water - level) * weight)). */
 static int
-share_at(const SourceSched *s, double level)
+share_at(const SourceSched *s, double water)
 {
-	double		q = floor((level - s->vtime) * s->weight);
+	double		q = floor((water - s->level) * s->weight);
 
 	return q <= 0 ? 0 : (int) Min((double) s->allowance, q);
 }
 
-/* Which source gets the next single slot: the lowest virtual finish time; a newcomer wins a tie. */
+/* Which source gets the next single slot: the lowest level after it; a newcomer wins a tie. */
 static SourceSched *
 next_in_line(SourceSched **eligible, int n)
 {
@@ -207,7 +208,7 @@ next_in_line(SourceSched **eligible, int n)
 	for (int i = 0; i < n; i++)
 	{
 		SourceSched *s = eligible[i];
-		double		finish = s->vtime + (double) (s->quota + 1) / s->weight;
+		double		finish = s->level + (double) (s->quota + 1) / s->weight;
 
 		if (s->quota >= s->allowance)
 			continue;
@@ -224,20 +225,20 @@ next_in_line(SourceSched **eligible, int n)
 /*
  * Share capacity among eligible[0..n-1] (allowance set): the highest water
  * level whose shares fit, found by bisection, then single slots to those
- * next in line.  Returns the level.
+ * next in line.
  */
-static double
+static void
 water_fill(SourceSched **eligible, int n, int capacity)
 {
-	double		lo = eligible[0]->vtime;
+	double		lo = eligible[0]->level;
 	double		hi = lo;
 	int			given = 0;
 	SourceSched *s;
 
 	for (int i = 0; i < n; i++)
 	{
-		lo = Min(lo, eligible[i]->vtime);
-		hi = Max(hi, eligible[i]->vtime + (double) capacity / eligible[i]->weight + 1);
+		lo = Min(lo, eligible[i]->level);
+		hi = Max(hi, eligible[i]->level + (double) capacity / eligible[i]->weight + 1);
 	}
 	for (int iter = 0; iter < 64; iter++)
 	{
@@ -258,7 +259,6 @@ water_fill(SourceSched **eligible, int n, int capacity)
 		s->quota++;
 		given++;
 	}
-	return lo;
 }
 
 /*
@@ -311,7 +311,6 @@ wi_sched_plan(int capacity, TimestampTz now, WiQuota **quotas)
 	SourceSched **eligible = palloc(sizeof(SourceSched *) * Max(hash_get_num_entries(sources), 1));
 	int			n = 0;
 	int			nquotas = 0;
-	double		level;
 
 	hash_seq_init(&seq, sources);
 	while ((s = hash_seq_search(&seq)) != NULL)
@@ -320,6 +319,7 @@ wi_sched_plan(int capacity, TimestampTz now, WiQuota **quotas)
 		s->claimed = 0;
 		s->last_due = DT_NOBEGIN;
 		s->allowance = s->has_due ? allowance(s, now) : 0;
+		s->level = (double) (s->in_flight + s->claiming) / s->weight;
 		if (s->allowance > 0)
 			eligible[n++] = s;
 		else if (s->probed && !s->has_due)
@@ -332,15 +332,7 @@ wi_sched_plan(int capacity, TimestampTz now, WiQuota **quotas)
 	*quotas = palloc(sizeof(WiQuota) * Max(n, 1));
 	if (n == 0 || capacity <= 0)
 		return 0;
-	level = water_fill(eligible, n, capacity);
-	/*
-	 * A source that could not take a slot now (no due work, throttled, at a
-	 * limit) earns no credit for it: it comes back level with the others.
-	 */
-	hash_seq_init(&seq, sources);
-	while ((s = hash_seq_search(&seq)) != NULL)
-		if (s->allowance <= 0)
-			s->vtime = Max(s->vtime, level);
+	water_fill(eligible, n, capacity);
 	for (int i = 0; i < n; i++)
 	{
 		if (eligible[i]->quota == 0)
@@ -404,7 +396,6 @@ wi_sched_started(const char *source)
 	s->in_flight++;
 	if (s->rate_limit > 0)
 		s->tokens -= 1;
-	s->vtime += 1.0 / s->weight;
 }
 
 /*
