@@ -203,12 +203,25 @@ wi_shmem_publish(const char *state, int in_flight, const WiCounters *counters)
 	SpinLockRelease(&wi_shared->mutex);
 }
 
-/* The scheduler's state of the busiest and the throttled sources, for queue_stats. */
+/*
+ * The scheduler's state of the busiest and the throttled sources, for
+ * queue_stats; at most every WI_PUBLISH_SOURCES_MS (the copy is a few kB,
+ * under the spinlock every backend shares).
+ */
+#define WI_PUBLISH_SOURCES_MS	100
+
 void
 wi_shmem_publish_sources(void)
 {
+	static TimestampTz last = 0;
+	TimestampTz now = GetCurrentTimestamp();
 	WiSourceShown shown[WI_SHOWN_SOURCES];
-	int			n = wi_sched_shown(shown, WI_SHOWN_SOURCES);
+	int			n;
+
+	if (!TimestampDifferenceExceeds(last, now, WI_PUBLISH_SOURCES_MS))
+		return;
+	last = now;
+	n = wi_sched_shown(shown, WI_SHOWN_SOURCES);
 
 	SpinLockAcquire(&wi_shared->mutex);
 	memcpy(my_slot->shown, shown, sizeof(WiSourceShown) * n);
