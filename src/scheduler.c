@@ -175,9 +175,9 @@ allowance(SourceSched *s, TimestampTz now)
 {
 	int			n = INT_MAX;
 
-	if (!s->present || s->paused || s->drained)
-		return 0;
-	if (s->throttled_until > now)
+	if (s->throttled_until != 0 && s->throttled_until <= now)
+		s->throttled_until = 0; /* over: wi_sched_wait_ms no longer calls for a claim */
+	if (!s->present || s->paused || s->drained || s->throttled_until != 0)
 		return 0;
 	if (s->max_in_flight > 0)
 		n = Max(0, s->max_in_flight - s->in_flight - s->claiming);
@@ -441,7 +441,8 @@ wi_sched_rewind(void)
 
 /*
  * Milliseconds until a source held back by a limit may fetch again: a
- * throttle ends, or a backlogged source's bucket has a token; -1: none.
+ * throttle ends, or a backlogged source's bucket has a token; 0 while that
+ * has happened and no claim has looked since; -1: none.
  */
 long
 wi_sched_wait_ms(TimestampTz now)
@@ -453,7 +454,7 @@ wi_sched_wait_ms(TimestampTz now)
 	hash_seq_init(&seq, sources);
 	while ((s = hash_seq_search(&seq)) != NULL)
 	{
-		if (s->throttled_until > now)
+		if (s->throttled_until != 0)	/* ends then, or has ended: a claim is due */
 			soonest = Min(soonest, s->throttled_until);
 		else if (s->backlogged && s->rate_limit > 0 && s->tokens < 1)
 			soonest = Min(soonest, s->tokens_at +

@@ -282,11 +282,20 @@ forget_abandoned(WorkerLoop *loop, int64 job_id)
 			loop->abandoned[i--] = loop->abandoned[--loop->nabandoned];
 }
 
+/* Transfer slots free now; deferred results hold none (an application holding rows locked must not starve the rest). */
+static int
+free_slots(WorkerLoop *loop)
+{
+	if (!wi_enabled)
+		return 0;
+	return Min(wi_max_concurrent_requests, loop->fd_cap) - wi_http_in_flight() - list_length(loop->finished);
+}
+
 /* Claim as many due jobs as there are free slots, and start their fetches. */
 static void
 refill(WorkerLoop *loop)
 {
-	int			capacity;
+	int			capacity = free_slots(loop);
 	TimestampTz before = GetCurrentTimestamp();
 	List	   *claimed;
 	ListCell   *lc;
@@ -294,9 +303,6 @@ refill(WorkerLoop *loop)
 	/* A source held back by a limit or a throttle may fetch again. */
 	if (wi_sched_wait_ms(before) == 0)
 		loop->claim_now = true;
-	/* Deferred results hold no slot: an application holding rows locked must not starve the rest. */
-	capacity = wi_enabled ? Min(wi_max_concurrent_requests, loop->fd_cap) - wi_http_in_flight() -
-		list_length(loop->finished) : 0;
 	if (!loop->claim_now || capacity <= 0)
 		return;
 	claimed = wi_claim(capacity, wi_lease_timeout_s, loop->job_cxt);
@@ -487,7 +493,8 @@ wait_for_events(WorkerLoop *loop)
 	timeout = wi_http_timeout_ms();
 	if (timeout < 0 || timeout > wi_poll_interval_ms)
 		timeout = wi_poll_interval_ms;
-	if (sched_ms >= 0 && wi_enabled)
+	/* (while every slot is taken, a completion wakes the loop anyway) */
+	if (sched_ms >= 0 && free_slots(loop) > 0)
 		timeout = Min(timeout, sched_ms);
 	if (loop->deferred != NIL)
 		timeout = Min(timeout, Max(wi_lock_timeout_ms, 1));
