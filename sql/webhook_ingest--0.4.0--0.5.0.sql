@@ -322,3 +322,41 @@ SELECT q.source COLLATE "C" AS source, q.paused, q.pending, q.due_now, q.running
        coalesce(t.in_flight, 0) AS in_flight, t.throttled_until, t.throttled_by
   FROM webhook_ingest._queue_stats() q
   LEFT JOIN webhook_ingest._scheduler_state() t ON t.source = q.source;
+
+/*
+ * cancel() wakes the job's wait_for_job() callers at commit (they slept
+ * until their next recheck, up to a second).
+ */
+CREATE FUNCTION webhook_ingest._job_finished_at_commit(job_id bigint)
+RETURNS void
+AS 'MODULE_PATHNAME', 'webhook_ingest_job_finished_at_commit'
+LANGUAGE C VOLATILE STRICT;
+REVOKE ALL ON FUNCTION webhook_ingest._job_finished_at_commit(bigint) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION webhook_ingest.cancel(job_id bigint)
+RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF job_id IS NULL THEN
+        RAISE EXCEPTION 'job_id must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    UPDATE webhook_ingest.jobs
+       SET state = 'cancelled', finished_at = now(), updated_at = now(), refetch = false,
+           lease_until = NULL, worker_pid = NULL,
+           last_error = format('cancelled by %s', session_user)
+     WHERE id = job_id AND state IN ('pending', 'running');
+    IF FOUND THEN
+        PERFORM webhook_ingest._job_finished_at_commit(job_id);
+        RETURN true;
+    END IF;
+    IF NOT EXISTS (SELECT FROM webhook_ingest.jobs WHERE id = job_id) THEN
+        RAISE EXCEPTION 'job % does not exist', job_id
+            USING ERRCODE = 'no_data_found',
+                  HINT = 'Finished jobs are removed after webhook_ingest.retention.';
+    END IF;
+    RETURN false;
+END
+$fn$;

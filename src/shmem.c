@@ -39,6 +39,7 @@ PG_FUNCTION_INFO_V1(webhook_ingest_worker_status);
 PG_FUNCTION_INFO_V1(webhook_ingest_worker_status_all);
 PG_FUNCTION_INFO_V1(webhook_ingest_wake_worker_at_commit);
 PG_FUNCTION_INFO_V1(webhook_ingest_scheduler_state);
+PG_FUNCTION_INFO_V1(webhook_ingest_job_finished_at_commit);
 
 WiShared   *wi_shared = NULL;
 static WiSlot *my_slot = NULL;	/* in a worker: its own slot */
@@ -48,6 +49,12 @@ static shmem_request_hook_type prev_shmem_request_hook = NULL;
 #endif
 static bool wake_at_commit = false;
 static bool xact_callback_registered = false;
+
+/* Jobs this transaction finished outside the worker (cancel()): their waiters wake at commit. */
+#define WI_MAX_FINISHED_HERE	64
+static int64 finished_here[WI_MAX_FINISHED_HERE];
+static int	nfinished_here = 0;
+static bool finished_here_overflow = false;
 
 static Size
 shared_size(void)
@@ -406,15 +413,33 @@ wake_at_end_of_xact(XactEvent event, void *arg)
 		case XACT_EVENT_PARALLEL_COMMIT:
 			if (wake_at_commit)
 				wake_worker();
+			if (finished_here_overflow)
+				wi_shmem_all_jobs_finished();
+			else
+				wi_shmem_jobs_finished(finished_here, nfinished_here);
 			wake_at_commit = false;
+			nfinished_here = 0;
+			finished_here_overflow = false;
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 		case XACT_EVENT_PREPARE:
 			wake_at_commit = false;
+			nfinished_here = 0;
+			finished_here_overflow = false;
 			break;
 		default:
 			break;
+	}
+}
+
+static void
+register_xact_callback(void)
+{
+	if (!xact_callback_registered)
+	{
+		RegisterXactCallback(wake_at_end_of_xact, NULL);
+		xact_callback_registered = true;
 	}
 }
 
@@ -422,12 +447,23 @@ wake_at_end_of_xact(XactEvent event, void *arg)
 void
 wi_wake_worker_at_commit(void)
 {
-	if (!xact_callback_registered)
-	{
-		RegisterXactCallback(wake_at_end_of_xact, NULL);
-		xact_callback_registered = true;
-	}
+	register_xact_callback();
 	wake_at_commit = true;
+}
+
+/*
+ * _job_finished_at_commit(job_id): cancel() finished the job; its
+ * wait_for_job() callers wake when (and only if) this transaction commits.
+ */
+Datum
+webhook_ingest_job_finished_at_commit(PG_FUNCTION_ARGS)
+{
+	register_xact_callback();
+	if (nfinished_here < WI_MAX_FINISHED_HERE)
+		finished_here[nfinished_here++] = PG_GETARG_INT64(0);
+	else
+		finished_here_overflow = true;
+	PG_RETURN_VOID();
 }
 
 /* _wake_worker_at_commit(): retry() and friends make jobs due now. */
