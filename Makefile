@@ -20,7 +20,8 @@ OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
 CHAIN_0.3.0 = sql/webhook_ingest--0.1.0.sql sql/webhook_ingest--0.1.0--0.2.0.sql \
 	sql/webhook_ingest--0.2.0--0.3.0.sql
 CHAIN_0.4.0 = $(CHAIN_0.3.0) sql/webhook_ingest--0.3.0--0.4.0.sql
-FRESH_INSTALLS = sql/webhook_ingest--0.3.0.sql sql/webhook_ingest--0.4.0.sql
+CHAIN_0.5.0 = $(CHAIN_0.4.0) sql/webhook_ingest--0.4.0--0.5.0.sql
+FRESH_INSTALLS = sql/webhook_ingest--0.3.0.sql sql/webhook_ingest--0.4.0.sql sql/webhook_ingest--0.5.0.sql
 DATA = $(filter-out $(FRESH_INSTALLS),$(sort $(wildcard sql/webhook_ingest--*.sql)))
 DATA_built = $(FRESH_INSTALLS)
 
@@ -59,6 +60,8 @@ sql/webhook_ingest--0.3.0.sql: $(CHAIN_0.3.0) sql/fresh_install.awk
 	awk -f sql/fresh_install.awk $(CHAIN_0.3.0) > $@
 sql/webhook_ingest--0.4.0.sql: $(CHAIN_0.4.0) sql/fresh_install.awk
 	awk -f sql/fresh_install.awk $(CHAIN_0.4.0) > $@
+sql/webhook_ingest--0.5.0.sql: $(CHAIN_0.5.0) sql/fresh_install.awk
+	awk -f sql/fresh_install.awk $(CHAIN_0.5.0) > $@
 
 # Every object depends on every header (PGXS tracks no header dependencies).
 $(OBJS): $(wildcard src/*.h)
@@ -72,6 +75,9 @@ unit-suite:
 	test/unit/redirect_test
 	$(CC) $(CFLAGS) -DWI_FRONTEND -Isrc -o test/unit/signature_test test/unit/signature_test.c src/signature.c -lcrypto
 	test/unit/signature_test
+	$(CC) $(CFLAGS) -DFRONTEND $(CPPFLAGS) -o test/unit/throttle_test test/unit/throttle_test.c src/retry_after.c \
+		-L$(pkglibdir) -lpgcommon -lpgport -lcurl
+	test/unit/throttle_test
 # The fuzz targets (test/fuzz) run once on each committed seed and crash
 # input, built with gcc's ASan and UBSan instead of libFuzzer: their
 # invariants hold there.  make fuzz is the real fuzzing.

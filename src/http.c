@@ -219,6 +219,8 @@ wi_http_start(Transfer *t, long connect_timeout_ms, const char **error)
 	t->too_big = false;
 	t->status = 0;
 	t->retry_after_s = -1;
+	t->throttle_s = -1;
+	t->throttle_by = NULL;
 	t->errbuf[0] = '\0';
 	t->result = CURLE_OK;
 	t->seconds = 0;
@@ -310,15 +312,35 @@ wi_http_on_timer(void)
 	curl_multi_socket_action(multi, CURL_SOCKET_TIMEOUT, 0, &running_handles);
 }
 
-static void
-read_retry_after(Transfer *t)
+/* A header of the last response, or NULL. */
+static const char *
+header_value(Transfer *t, const char *name)
 {
 #if LIBCURL_VERSION_NUM >= 0x075300
 	struct curl_header *h;
 
-	if (curl_easy_header(t->easy, "Retry-After", 0, CURLH_HEADER, -1, &h) == CURLHE_OK)
-		t->retry_after_s = wi_retry_after_seconds(h->value, time(NULL));
+	if (curl_easy_header(t->easy, name, 0, CURLH_HEADER, -1, &h) == CURLHE_OK)
+		return h->value;
 #endif
+	return NULL;
+}
+
+/* When to ask again: Retry-After for the job, a throttle for the source. */
+static void
+read_retry_after(Transfer *t)
+{
+	WiRateHeaders h;
+	time_t		now = time(NULL);
+
+	h.retry_after = header_value(t, "Retry-After");
+	if (h.retry_after != NULL)
+		t->retry_after_s = wi_retry_after_seconds(h.retry_after, now);
+	h.x_remaining = header_value(t, "X-RateLimit-Remaining");
+	h.x_reset = h.x_remaining ? header_value(t, "X-RateLimit-Reset") : NULL;
+	h.remaining = header_value(t, "RateLimit-Remaining");
+	h.reset = h.remaining ? header_value(t, "RateLimit-Reset") : NULL;
+	h.ratelimit = header_value(t, "RateLimit");
+	t->throttle_s = wi_throttle_seconds(t->status, &h, now, &t->throttle_by);
 }
 
 /*

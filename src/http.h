@@ -44,6 +44,8 @@ typedef struct Transfer
 	CURLcode	result;
 	long		status;
 	long		retry_after_s;	/* -1: none */
+	long		throttle_s;		/* the source must hold off this long; -1: no */
+	const char *throttle_by;	/* what said so (a constant string) */
 	double		seconds;
 	char		errbuf[CURL_ERROR_SIZE];
 	TimestampTz started;

@@ -37,6 +37,7 @@
 #include "webhook_ingest.h"
 #include "http.h"
 #include "job_store.h"
+#include "scheduler.h"
 #include "worker_tx.h"
 
 /*
@@ -334,19 +335,19 @@ headers_list(Jsonb *headers)
 }
 
 /*
- * Claim up to max_jobs due jobs whose next_attempt_at is at or after from
- * (an ordered walk of jobs_due that stops at the limit: the paused sources
- * are looked up first and passed as a value, not joined, so the plan, made
- * for these values, never sorts the whole backlog);
- * returns them as Transfers allocated in cxt, ready for wi_http_start, and
- * the latest next_attempt_at among them in *last_due.
+ * Claim up to max_jobs due jobs, shared fairly among the sources that may
+ * fetch now (scheduler.c): read the sources' settings, probe which of the
+ * sources that may fetch have due jobs, then claim in passes, each an
+ * ordered walk of jobs_due per source up to its quota (no sort of a
+ * backlog); returns them as Transfers allocated in cxt, ready for
+ * wi_http_start.  One short transaction.
  */
+#define WI_CLAIM_PASSES		8
+
 typedef struct Claim
 {
 	int			max_jobs;
 	int			lease_s;
-	TimestampTz from;
-	TimestampTz *last_due;
 	MemoryContext cxt;
 	List	   *claimed;
 } Claim;
@@ -354,54 +355,158 @@ typedef struct Claim
 static void claim(void *arg);
 
 List *
-wi_claim(int max_jobs, int lease_s, TimestampTz from, TimestampTz *last_due, MemoryContext cxt)
+wi_claim(int max_jobs, int lease_s, MemoryContext cxt)
 {
-	Claim		c = {max_jobs, lease_s, from, last_due, cxt, NIL};
+	Claim		c = {max_jobs, lease_s, cxt, NIL};
 
-	*last_due = from;
 	if (!wi_in_tx("webhook_ingest: claiming due jobs", claim, &c))
 		return NIL;
 	return c.claimed;
 }
 
+/* Every source's scheduling settings, into the scheduler. */
+static void
+read_sources(void)
+{
+	static SPIPlanPtr plan = NULL;
+
+	if (wi_run_cached(&plan,
+					  "SELECT name, paused, weight, coalesce(rate_limit, 0), coalesce(rate_burst, 0),"
+					  "       coalesce(max_in_flight, 0), updated_at FROM webhook_ingest.sources",
+					  0, NULL, NULL, NULL, true) != SPI_OK_SELECT)
+		elog(ERROR, "could not read sources");
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+
+		wi_sched_refresh(SPI_getvalue(tup, desc, 1),
+						 DatumGetBool(SPI_getbinval(tup, desc, 2, &isnull)),
+						 DatumGetInt32(SPI_getbinval(tup, desc, 3, &isnull)),
+						 DatumGetFloat4(SPI_getbinval(tup, desc, 4, &isnull)),
+						 DatumGetInt32(SPI_getbinval(tup, desc, 5, &isnull)),
+						 DatumGetInt32(SPI_getbinval(tup, desc, 6, &isnull)),
+						 DatumGetTimestampTz(SPI_getbinval(tup, desc, 7, &isnull)));
+	}
+	wi_sched_forget_dropped();
+}
+
+static Datum
+text_array(const char **values, int n)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		elems[i] = CStringGetTextDatum(values[i]);
+	return PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+static Datum
+timestamptz_array(const TimestampTz *values, int n)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		elems[i] = TimestampTzGetDatum(values[i]);
+	return PointerGetDatum(construct_array(elems, n, TIMESTAMPTZOID, sizeof(TimestampTz), FLOAT8PASSBYVAL,
+										   TYPALIGN_DOUBLE));
+}
+
+/* Which of the sources that may fetch now have due jobs (one index probe each). */
+static void
+probe_due(TimestampTz now)
+{
+	static SPIPlanPtr plan = NULL;
+	const char **names;
+	TimestampTz *froms;
+	int			n = wi_sched_candidates(now, &names, &froms);
+	Oid			types[2] = {TEXTARRAYOID, TIMESTAMPTZARRAYOID};
+	Datum		args[2];
+
+	if (n == 0)
+		return;
+	args[0] = text_array(names, n);
+	args[1] = timestamptz_array(froms, n);
+	if (wi_run_cached(&plan,
+					  "SELECT q.source FROM unnest($1::text[], $2::timestamptz[]) AS q(source, from_at)"
+					  " WHERE EXISTS (SELECT FROM webhook_ingest.jobs pj"
+					  "                WHERE pj.state = 'pending' AND pj.source = q.source COLLATE \"C\""
+					  "                  AND pj.next_attempt_at >= q.from_at AND pj.next_attempt_at <= now())",
+					  2, types, args, NULL, true) != SPI_OK_SELECT)
+		elog(ERROR, "could not look for due jobs");
+	for (uint64 i = 0; i < SPI_processed; i++)
+		wi_sched_has_due(SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1));
+}
+
+static void claim_pass(Claim *c, WiQuota *quotas, int n);
+
 static void
 claim(void *arg)
 {
 	Claim	   *c = (Claim *) arg;
-	int			max_jobs = c->max_jobs;
-	int			lease_s = c->lease_s;
-	TimestampTz from = c->from;
-	TimestampTz *last_due = c->last_due;
-	MemoryContext cxt = c->cxt;
+	TimestampTz start = GetCurrentTimestamp();
+	int			capacity = c->max_jobs;
 
+	wi_sched_begin_claim();
+	read_sources();
+	probe_due(start);
+	for (int pass = 0; pass < WI_CLAIM_PASSES && capacity > 0; pass++)
+	{
+		WiQuota    *quotas;
+		int			n = wi_sched_plan(capacity, start, &quotas);
+		int			got;
+
+		if (n == 0)
+			break;
+		claim_pass(c, quotas, n);
+		got = wi_sched_end_pass(start);
+		capacity -= got;
+		if (got == 0)
+			break;
+	}
+}
+
+/* One pass: each source's quota of its due jobs, in due order, claimed. */
+static void
+claim_pass(Claim *c, WiQuota *quotas, int n)
+{
 	static const char *sql =
 		"WITH due AS ("
-		"  SELECT pj.id FROM webhook_ingest.jobs pj"
-		"   WHERE pj.state = 'pending' AND pj.next_attempt_at >= $3 AND pj.next_attempt_at <= now()"
-		"     AND pj.source <> ALL ($4)"
-		"   ORDER BY pj.next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED)"
+		"  SELECT d.id FROM unnest($2::text[], $3::int[], $4::timestamptz[]) AS q(source, n, from_at)"
+		"  CROSS JOIN LATERAL ("
+		"    SELECT pj.id FROM webhook_ingest.jobs pj"
+		"     WHERE pj.state = 'pending' AND pj.source = q.source COLLATE \"C\""
+		"       AND pj.next_attempt_at >= q.from_at AND pj.next_attempt_at <= now()"
+		"     ORDER BY pj.next_attempt_at LIMIT q.n FOR UPDATE SKIP LOCKED) d)"
 		" UPDATE webhook_ingest.jobs j"
 		"    SET state = 'running', attempts = j.attempts + 1, refetch = false,"
-		"        lease_until = now() + make_interval(secs => greatest($2, s.timeout_ms / 1000.0 + 10)),"
+		"        lease_until = now() + make_interval(secs => greatest($1, s.timeout_ms / 1000.0 + 10)),"
 		"        worker_pid = pg_backend_pid(), updated_at = now(), started_at = clock_timestamp()"
 		"   FROM due, webhook_ingest.sources s"
-		"  WHERE j.id = due.id AND s.name = j.source"
+		"  WHERE j.id = due.id AND s.name = j.source AND NOT s.paused"
 		" RETURNING j.id, j.attempts, j.source, j.external_id,"
 		"           s.url_template, s.headers, s.timeout_ms, s.max_attempts, s.handler::oid, j.created_at,"
 		"           j.next_attempt_at";
 	static SPIPlanPtr plan = NULL;
-	static SPIPlanPtr paused_plan = NULL;
-	Oid			argtypes[4] = {INT4OID, INT4OID, TIMESTAMPTZOID, TEXTARRAYOID};
-	Datum		args[4] = {Int32GetDatum(max_jobs), Int32GetDatum(lease_s), TimestampTzGetDatum(from), (Datum) 0};
-	bool		isnull;
-	List	   *claimed = NIL;
+	MemoryContext cxt = c->cxt;
+	Oid			argtypes[4] = {INT4OID, TEXTARRAYOID, INT4ARRAYOID, TIMESTAMPTZARRAYOID};
+	Datum		args[4];
+	const char **names = palloc(sizeof(char *) * n);
+	Datum	   *counts = palloc(sizeof(Datum) * n);
+	TimestampTz *froms = palloc(sizeof(TimestampTz) * n);
+	List	   *claimed = c->claimed;
 
-	if (wi_run_cached(&paused_plan,
-				   "SELECT coalesce(array_agg(name), '{}') FROM webhook_ingest.sources WHERE paused",
-				   0, NULL, NULL, NULL, true) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "could not look up paused sources");
-	/* A copy: the next statement frees this result. */
-	args[3] = datumCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull), false, -1);
+	for (int i = 0; i < n; i++)
+	{
+		names[i] = quotas[i].source;
+		counts[i] = Int32GetDatum(quotas[i].quota);
+		froms[i] = quotas[i].from;
+	}
+	args[0] = Int32GetDatum(c->lease_s);
+	args[1] = text_array(names, n);
+	args[2] = PointerGetDatum(construct_array(counts, n, INT4OID, 4, true, TYPALIGN_INT));
+	args[3] = timestamptz_array(froms, n);
 	if (wi_run_replanned(&plan, sql, 4, argtypes, args, NULL) != SPI_OK_UPDATE_RETURNING)
 		elog(ERROR, "could not claim jobs");
 
@@ -429,8 +534,9 @@ claim(void *arg)
 		if (isnull)
 			t->handler = InvalidOid;
 		t->created_at = DatumGetTimestampTz(SPI_getbinval(tup, desc, 10, &isnull));
-		*last_due = Max(*last_due, DatumGetTimestampTz(SPI_getbinval(tup, desc, 11, &isnull)));
+		wi_sched_claimed(t->source, DatumGetTimestampTz(SPI_getbinval(tup, desc, 11, &isnull)));
 		t->retry_after_s = -1;
+		t->throttle_s = -1;
 		{
 			MemoryContext old = MemoryContextSwitchTo(cxt);
 

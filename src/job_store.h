@@ -40,8 +40,7 @@ extern int	wi_reclaim_running(void);
 extern int	wi_reclaim_expired(TimestampTz from, const int64 *given_up, int ngiven_up);
 extern int64 wi_purge_events(int max_pages);
 extern int	wi_active_jobs(const int64 *ids, int n, bool held_here, int64 *active);
-extern List *wi_claim(int max_jobs, int lease_s, TimestampTz from, TimestampTz *last_due,
-					  MemoryContext cxt);
+extern List *wi_claim(int max_jobs, int lease_s, MemoryContext cxt);
 
 /* complete.c */
 extern List *wi_complete(List *finished, WiCounters *counters);

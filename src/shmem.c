@@ -38,6 +38,8 @@
 PG_FUNCTION_INFO_V1(webhook_ingest_worker_status);
 PG_FUNCTION_INFO_V1(webhook_ingest_worker_status_all);
 PG_FUNCTION_INFO_V1(webhook_ingest_wake_worker_at_commit);
+PG_FUNCTION_INFO_V1(webhook_ingest_scheduler_state);
+PG_FUNCTION_INFO_V1(webhook_ingest_job_finished_at_commit);
 
 WiShared   *wi_shared = NULL;
 static WiSlot *my_slot = NULL;	/* in a worker: its own slot */
@@ -47,6 +49,12 @@ static shmem_request_hook_type prev_shmem_request_hook = NULL;
 #endif
 static bool wake_at_commit = false;
 static bool xact_callback_registered = false;
+
+/* Jobs this transaction finished outside the worker (cancel()): their waiters wake at commit. */
+#define WI_MAX_FINISHED_HERE	64
+static int64 finished_here[WI_MAX_FINISHED_HERE];
+static int	nfinished_here = 0;
+static bool finished_here_overflow = false;
 
 static Size
 shared_size(void)
@@ -152,6 +160,7 @@ wi_shmem_register_worker(void)
 		slot->started_at = GetCurrentTimestamp();
 		memset(&slot->counters, 0, sizeof(WiCounters));
 		slot->in_flight = 0;
+		slot->nshown = 0;
 		strlcpy(slot->state, "starting", sizeof(slot->state));
 	}
 	else if (slot != NULL && slot->worker_pid == 0)
@@ -186,6 +195,7 @@ wi_shmem_set_exit_reason(WiExitReason reason, const char *state)
 	SpinLockAcquire(&wi_shared->mutex);
 	my_slot->exit_reason = reason;
 	strlcpy(my_slot->state, state, sizeof(my_slot->state));
+	my_slot->nshown = 0;
 	SpinLockRelease(&wi_shared->mutex);
 }
 
@@ -197,6 +207,32 @@ wi_shmem_publish(const char *state, int in_flight, const WiCounters *counters)
 	strlcpy(my_slot->state, state, sizeof(my_slot->state));
 	my_slot->in_flight = in_flight;
 	memcpy(&my_slot->counters, counters, sizeof(WiCounters));
+	SpinLockRelease(&wi_shared->mutex);
+}
+
+/*
+ * The scheduler's state of the busiest and the throttled sources, for
+ * queue_stats; at most every WI_PUBLISH_SOURCES_MS (the copy is a few kB,
+ * under the spinlock every backend shares).
+ */
+#define WI_PUBLISH_SOURCES_MS	100
+
+void
+wi_shmem_publish_sources(void)
+{
+	static TimestampTz last = 0;
+	TimestampTz now = GetCurrentTimestamp();
+	WiSourceShown shown[WI_SHOWN_SOURCES];
+	int			n;
+
+	if (!TimestampDifferenceExceeds(last, now, WI_PUBLISH_SOURCES_MS))
+		return;
+	last = now;
+	n = wi_sched_shown(shown, WI_SHOWN_SOURCES);
+
+	SpinLockAcquire(&wi_shared->mutex);
+	memcpy(my_slot->shown, shown, sizeof(WiSourceShown) * n);
+	my_slot->nshown = n;
 	SpinLockRelease(&wi_shared->mutex);
 }
 
@@ -377,15 +413,33 @@ wake_at_end_of_xact(XactEvent event, void *arg)
 		case XACT_EVENT_PARALLEL_COMMIT:
 			if (wake_at_commit)
 				wake_worker();
+			if (finished_here_overflow)
+				wi_shmem_all_jobs_finished();
+			else
+				wi_shmem_jobs_finished(finished_here, nfinished_here);
 			wake_at_commit = false;
+			nfinished_here = 0;
+			finished_here_overflow = false;
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 		case XACT_EVENT_PREPARE:
 			wake_at_commit = false;
+			nfinished_here = 0;
+			finished_here_overflow = false;
 			break;
 		default:
 			break;
+	}
+}
+
+static void
+register_xact_callback(void)
+{
+	if (!xact_callback_registered)
+	{
+		RegisterXactCallback(wake_at_end_of_xact, NULL);
+		xact_callback_registered = true;
 	}
 }
 
@@ -393,12 +447,23 @@ wake_at_end_of_xact(XactEvent event, void *arg)
 void
 wi_wake_worker_at_commit(void)
 {
-	if (!xact_callback_registered)
-	{
-		RegisterXactCallback(wake_at_end_of_xact, NULL);
-		xact_callback_registered = true;
-	}
+	register_xact_callback();
 	wake_at_commit = true;
+}
+
+/*
+ * _job_finished_at_commit(job_id): cancel() finished the job; its
+ * wait_for_job() callers wake when (and only if) this transaction commits.
+ */
+Datum
+webhook_ingest_job_finished_at_commit(PG_FUNCTION_ARGS)
+{
+	register_xact_callback();
+	if (nfinished_here < WI_MAX_FINISHED_HERE)
+		finished_here[nfinished_here++] = PG_GETARG_INT64(0);
+	else
+		finished_here_overflow = true;
+	PG_RETURN_VOID();
 }
 
 /* _wake_worker_at_commit(): retry() and friends make jobs due now. */
@@ -407,4 +472,33 @@ webhook_ingest_wake_worker_at_commit(PG_FUNCTION_ARGS)
 {
 	wi_wake_worker_at_commit();
 	PG_RETURN_VOID();
+}
+
+/*
+ * webhook_ingest._scheduler_state(): what this database's worker holds for
+ * its sources with fetches in flight or a throttle (queue_stats).
+ */
+Datum
+webhook_ingest_scheduler_state(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	WiSlot	   *copy = palloc(sizeof(WiSlot));
+
+	InitMaterializedSRF(fcinfo, 0);
+	copy_own_slot(copy);
+	for (int i = 0; i < copy->nshown; i++)
+	{
+		WiSourceShown *row = &copy->shown[i];
+		Datum		values[4];
+		bool		nulls[4] = {0};
+
+		values[0] = CStringGetTextDatum(row->name);
+		values[1] = Int32GetDatum(row->in_flight);
+		values[2] = TimestampTzGetDatum(row->throttled_until);
+		nulls[2] = row->throttled_until == 0;
+		values[3] = CStringGetTextDatum(row->throttled_by);
+		nulls[3] = row->throttled_until == 0;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
 }

@@ -12,6 +12,7 @@
 #include "storage/spin.h"
 
 #include "webhook_ingest.h"
+#include "scheduler.h"
 
 #define WI_MAX_LOOK		64		/* databases waiting for the launcher's look */
 #define WI_MAX_BLOCKS	64		/* databases in DROP/RENAME/TEMPLATE at once */
@@ -31,6 +32,8 @@ typedef struct WiSlot
 	char		state[64];
 	int			in_flight;
 	WiCounters	counters;
+	int			nshown;			/* sources with fetches in flight or a throttle */
+	WiSourceShown shown[WI_SHOWN_SOURCES];
 } WiSlot;
 
 typedef struct WiShared

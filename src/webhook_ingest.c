@@ -22,8 +22,8 @@ int			wi_retention_s = 7 * 24 * 60 * 60;
 char	   *wi_database = NULL;
 int			wi_max_databases = 16;
 bool		wi_enabled = true;
-int			wi_max_concurrent_requests = 256;
-int			wi_max_host_connections = 256;
+int			wi_max_concurrent_requests = 1024;
+int			wi_max_host_connections = 1024;
 int			wi_max_response_size_kb = 1024;
 int			wi_lease_timeout_s = 60;
 int			wi_poll_interval_ms = 1000;
@@ -93,14 +93,14 @@ _PG_init(void)
 							"Most fetches the worker keeps in flight at once.",
 							"Also capped by the worker's open file limit.",
 							&wi_max_concurrent_requests,
-							256, 1, 100000,
+							1024, 1, 100000,
 							PGC_SIGHUP, 0,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("webhook_ingest.max_host_connections",
 							"Most connections the worker opens to one host.",
 							NULL,
 							&wi_max_host_connections,
-							256, 1, 100000,
+							1024, 1, 100000,
 							PGC_SIGHUP, 0,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("webhook_ingest.max_response_size",

@@ -12,7 +12,7 @@
 
 #define WI_EXTENSION_NAME		"webhook_ingest"
 #define WI_SCHEMA_NAME			"webhook_ingest"
-#define WI_VERSION				"0.4.0"
+#define WI_VERSION				"0.5.0"
 
 /* Longest external_id or event_id accepted, in bytes. */
 #define WI_MAX_ID_BYTES			1024
@@ -64,6 +64,7 @@ extern bool wi_shmem_stop_requested(void);
 extern void wi_shmem_set_exit_reason(WiExitReason reason, const char *state);
 extern void wi_shmem_wake_launcher(Oid database);
 extern void wi_shmem_publish(const char *state, int in_flight, const WiCounters *counters);
+extern void wi_shmem_publish_sources(void);
 extern void wi_wake_worker_at_commit(void);
 extern ConditionVariable *wi_shmem_job_cv(int64 job_id);
 extern void wi_shmem_jobs_finished(const int64 *job_ids, int n);

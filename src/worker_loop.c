@@ -32,6 +32,7 @@
 #include "crash_guard.h"
 #include "http.h"
 #include "job_store.h"
+#include "scheduler.h"
 #include "worker_loop.h"
 
 /* Pages of events one purge_events() call looks at. */
@@ -71,7 +72,7 @@
  * a margin for rows that committed late, and from the very start only now and
  * then: claims every poll interval, or every 10 while full scans are slow
  * (held back that way); lease checks and retention every WI_FULL_SCAN_ROUNDS
- * rounds.
+ * rounds.  Claims keep where each source's walk stopped (scheduler.c).
  */
 #define WI_SCAN_MARGIN_MS	2000
 #define WI_SLOW_SCAN_MS		50
@@ -96,8 +97,8 @@ completion_batch_size(void)
 }
 
 /* Where a scan starts again: where the last one stopped, less the margin. */
-static TimestampTz
-scan_start(TimestampTz stopped_at)
+TimestampTz
+wi_scan_start(TimestampTz stopped_at)
 {
 	if (stopped_at == DT_NOBEGIN)
 		return DT_NOBEGIN;
@@ -125,7 +126,7 @@ clean_up(TimestampTz *retention_from)
 
 	while (wi_retention_s >= 0)
 	{
-		TimestampTz from = scan_start(*retention_from);
+		TimestampTz from = wi_scan_start(*retention_from);
 		int64		deleted = wi_delete_finished(wi_retention_s, WI_RETENTION_BATCH, &from);
 
 		*retention_from = Max(*retention_from, from);
@@ -185,10 +186,11 @@ wi_loop_init(WorkerLoop *loop, int fd_cap)
 	memset(loop, 0, sizeof(*loop));
 	loop->fd_cap = fd_cap;
 	loop->claim_now = true;
-	loop->claim_from = DT_NOBEGIN;
+	loop->rewound = true;
 	loop->last_lease_check = DT_NOBEGIN;
 	loop->retention_from = DT_NOBEGIN;
 	loop->job_cxt = AllocSetContextCreate(TopMemoryContext, "webhook_ingest jobs", ALLOCSET_DEFAULT_SIZES);
+	wi_sched_init();
 	loop->pass_cxt = AllocSetContextCreate(TopMemoryContext, "webhook_ingest loop pass", ALLOCSET_DEFAULT_SIZES);
 #if PG_VERSION_NUM >= 170000
 	loop->wait_set = CreateWaitEventSet(NULL, 3);	/* for the process's life */
@@ -198,6 +200,14 @@ wi_loop_init(WorkerLoop *loop, int fd_cap)
 	AddWaitEventToSet(loop->wait_set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	AddWaitEventToSet(loop->wait_set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 	AddWaitEventToSet(loop->wait_set, WL_SOCKET_READABLE, wi_http_epoll_fd(), NULL, NULL);
+}
+
+/* The next claim walks every source's due jobs from the start. */
+static void
+rewind_claims(WorkerLoop *loop)
+{
+	wi_sched_rewind();
+	loop->rewound = true;
 }
 
 static void
@@ -225,7 +235,7 @@ housekeeping(WorkerLoop *loop)
 	if (now >= loop->next_lease_check)
 	{
 		TimestampTz lease_from = (loop->lease_rounds++ % WI_FULL_SCAN_ROUNDS == 0) ? DT_NOBEGIN :
-			scan_start(loop->last_lease_check);
+			wi_scan_start(loop->last_lease_check);
 
 		if (wi_reclaim_expired(lease_from, loop->abandoned, loop->nabandoned) > 0)
 			loop->claim_now = true;
@@ -234,7 +244,7 @@ housekeeping(WorkerLoop *loop)
 		loop->last_lease_check = now;
 		(void) wi_park_paused();
 		wi_retry_done_lsn();
-		loop->claim_from = DT_NOBEGIN;
+		rewind_claims(loop);
 		loop->next_lease_check = TimestampTzPlusMilliseconds(now, wi_poll_interval_ms * 10L);
 	}
 	if (now >= loop->next_clean_up)
@@ -259,7 +269,7 @@ poll_if_due(WorkerLoop *loop)
 		return;
 	loop->claim_now = true;
 	if (!loop->full_claims_slow)
-		loop->claim_from = DT_NOBEGIN;
+		rewind_claims(loop);
 	loop->next_poll = TimestampTzPlusMilliseconds(now, wi_poll_interval_ms);
 }
 
@@ -272,27 +282,33 @@ forget_abandoned(WorkerLoop *loop, int64 job_id)
 			loop->abandoned[i--] = loop->abandoned[--loop->nabandoned];
 }
 
+/* Transfer slots free now; deferred results hold none (an application holding rows locked must not starve the rest). */
+static int
+free_slots(WorkerLoop *loop)
+{
+	if (!wi_enabled)
+		return 0;
+	return Min(wi_max_concurrent_requests, loop->fd_cap) - wi_http_in_flight() - list_length(loop->finished);
+}
+
 /* Claim as many due jobs as there are free slots, and start their fetches. */
 static void
 refill(WorkerLoop *loop)
 {
-	int			capacity;
-	TimestampTz before;
-	TimestampTz last_due;
+	int			capacity = free_slots(loop);
+	TimestampTz before = GetCurrentTimestamp();
 	List	   *claimed;
 	ListCell   *lc;
 
-	/* Deferred results hold no slot: an application holding rows locked must not starve the rest. */
-	capacity = wi_enabled ? Min(wi_max_concurrent_requests, loop->fd_cap) - wi_http_in_flight() -
-		list_length(loop->finished) : 0;
+	/* A source held back by a limit or a throttle may fetch again. */
+	if (wi_sched_wait_ms(before) == 0)
+		loop->claim_now = true;
 	if (!loop->claim_now || capacity <= 0)
 		return;
-	before = GetCurrentTimestamp();
-	claimed = wi_claim(capacity, wi_lease_timeout_s, loop->claim_from, &last_due, loop->job_cxt);
-	if (loop->claim_from == DT_NOBEGIN)
+	claimed = wi_claim(capacity, wi_lease_timeout_s, loop->job_cxt);
+	if (loop->rewound)
 		loop->full_claims_slow = TimestampDifferenceExceeds(before, GetCurrentTimestamp(), WI_SLOW_SCAN_MS);
-	/* All due jobs up to the last one claimed, or to now, are taken. */
-	loop->claim_from = scan_start(list_length(claimed) == capacity ? last_due : before);
+	loop->rewound = false;
 	loop->claim_now = (list_length(claimed) == capacity);
 	loop->counters.claimed += list_length(claimed);
 	foreach(lc, claimed)
@@ -301,6 +317,7 @@ refill(WorkerLoop *loop)
 		const char *error;
 
 		forget_abandoned(loop, t->job_id);
+		wi_sched_started(t->source);
 		t->max_body = (size_t) wi_max_response_size_kb * 1024;
 		t->started = GetCurrentTimestamp();
 		if (!wi_http_start(t, wi_connect_timeout_ms, &error))
@@ -308,6 +325,7 @@ refill(WorkerLoop *loop)
 			/* Counts as a failed attempt. */
 			ereport(WARNING, (errmsg("webhook_ingest worker: %s", error)));
 			t->result = CURLE_FAILED_INIT;
+			wi_sched_finished(t->source, -1, NULL);
 			loop->finished = keep(loop, loop->finished, t);
 		}
 	}
@@ -431,7 +449,10 @@ complete(WorkerLoop *loop)
 	bool		retrying = false;
 
 	while ((t = wi_http_finished()) != NULL)
+	{
+		wi_sched_finished(t->source, t->throttle_s, t->throttle_by);
 		loop->finished = keep(loop, loop->finished, t);
+	}
 	if (had_deferred && GetCurrentTimestamp() >= loop->next_deferred_try)
 	{
 		MemoryContext old = MemoryContextSwitchTo(loop->job_cxt);
@@ -465,11 +486,16 @@ wait_for_events(WorkerLoop *loop)
 	WaitEvent	events[3];
 	int			nevents;
 	long		timeout;
+	long		sched_ms = wi_sched_wait_ms(GetCurrentTimestamp());
 
 	wi_shmem_publish(wi_enabled ? "running" : "disabled", wi_http_in_flight(), &loop->counters);
+	wi_shmem_publish_sources();
 	timeout = wi_http_timeout_ms();
 	if (timeout < 0 || timeout > wi_poll_interval_ms)
 		timeout = wi_poll_interval_ms;
+	/* (while every slot is taken, a completion wakes the loop anyway) */
+	if (sched_ms >= 0 && free_slots(loop) > 0)
+		timeout = Min(timeout, sched_ms);
 	if (loop->deferred != NIL)
 		timeout = Min(timeout, Max(wi_lock_timeout_ms, 1));
 	nevents = WaitEventSetWait(loop->wait_set, timeout, events, lengthof(events), PG_WAIT_EXTENSION);

@@ -24,7 +24,7 @@ typedef struct WorkerLoop
 	/* claims */
 	bool		claim_now;
 	TimestampTz next_poll;
-	TimestampTz claim_from;		/* see WI_SCAN_MARGIN_MS */
+	bool		rewound;		/* the next claim walks from the start (WI_SCAN_MARGIN_MS) */
 	bool		full_claims_slow;
 
 	/* housekeeping */
@@ -48,5 +48,6 @@ typedef struct WorkerLoop
 extern void wi_loop_init(WorkerLoop *loop, int fd_cap);
 extern void wi_loop_pass(WorkerLoop *loop);
 extern void wi_loop_recover(WorkerLoop *loop);
+extern TimestampTz wi_scan_start(TimestampTz stopped_at);
 
 #endif							/* WI_WORKER_LOOP_H */

@@ -116,3 +116,8 @@ SELECT outcome FROM webhook_ingest.receive('up',
 SELECT p.oid::regprocedure AS function, p.prosecdef
   FROM pg_proc p WHERE p.pronamespace = 'webhook_ingest'::regnamespace AND p.prokind = 'f'
    AND p.proname !~ '^_' ORDER BY 1::text;
+-- ... and, through 0.5.0, the scheduling settings (weight 1, no limits) and
+-- jobs_due led by the source, still only the pending jobs; queue_stats' new columns
+SELECT name, weight, rate_limit, rate_burst, max_in_flight FROM webhook_ingest.sources;
+SELECT pg_get_indexdef('webhook_ingest.jobs_due'::regclass) AS jobs_due;
+SELECT source, in_flight, throttled_until FROM webhook_ingest.queue_stats ORDER BY 1;

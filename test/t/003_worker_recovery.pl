@@ -16,6 +16,8 @@ shared_preload_libraries = 'webhook_ingest'
 webhook_ingest.poll_interval = 50ms
 webhook_ingest.backoff_base = 50ms
 webhook_ingest.backoff_max = 200ms
+# fewer in flight than a batch, so a kill finds jobs both done and running
+webhook_ingest.max_concurrent_requests = 100
 restart_after_crash = on
 });
 $node->start;

@@ -1,7 +1,8 @@
 # CREATE EXTENSION in any database (the fresh install script
-# webhook_ingest--0.4.0.sql), and a fresh 0.4.0 install the same, catalog for
-# catalog, as 0.1.0 updated to 0.2.0, 0.3.0 and then 0.4.0, and as the landed
-# 0.3.0 install (webhook_ingest--0.3.0.sql, still built) updated to 0.4.0.
+# webhook_ingest--0.5.0.sql), and a fresh 0.5.0 install the same, catalog for
+# catalog, as 0.1.0 updated step by step to 0.5.0, and as the landed 0.3.0
+# and 0.4.0 installs (webhook_ingest--0.3.0.sql and --0.4.0.sql, still built)
+# updated to 0.5.0.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -20,14 +21,19 @@ $node->start;
 $node->safe_psql('postgres', 'CREATE DATABASE fresh');
 $node->safe_psql('postgres', 'CREATE DATABASE upgraded');
 $node->safe_psql('postgres', 'CREATE DATABASE from_030');
+$node->safe_psql('postgres', 'CREATE DATABASE from_040');
 my ($ret, $out, $err) = $node->psql('fresh', 'CREATE EXTENSION webhook_ingest');
 is($ret, 0, 'CREATE EXTENSION succeeds in a database other than webhook_ingest.database');
 is($node->safe_psql('fresh', q{SELECT extversion FROM pg_extension WHERE extname = 'webhook_ingest'}),
-	'0.4.0', 'a fresh install is 0.4.0');
+	'0.5.0', 'a fresh install is 0.5.0');
 $node->safe_psql('from_030', q{CREATE EXTENSION webhook_ingest VERSION '0.3.0'});
 is($node->safe_psql('from_030', q{SELECT extversion FROM pg_extension WHERE extname = 'webhook_ingest'}),
 	'0.3.0', 'the landed 0.3.0 still installs as it was');
 $node->safe_psql('from_030', q{ALTER EXTENSION webhook_ingest UPDATE});
+$node->safe_psql('from_040', q{CREATE EXTENSION webhook_ingest VERSION '0.4.0'});
+is($node->safe_psql('from_040', q{SELECT extversion FROM pg_extension WHERE extname = 'webhook_ingest'}),
+	'0.4.0', 'the landed 0.4.0 still installs as it was');
+$node->safe_psql('from_040', q{ALTER EXTENSION webhook_ingest UPDATE});
 $node->safe_psql('upgraded', q{CREATE EXTENSION webhook_ingest VERSION '0.1.0'});
 # An old version: its worker waits (0.1.0's worker_status, one row, still works).
 ok($node->poll_query_until('upgraded',
@@ -37,6 +43,7 @@ $node->safe_psql('upgraded', q{
 	ALTER EXTENSION webhook_ingest UPDATE TO '0.2.0';
 	ALTER EXTENSION webhook_ingest UPDATE TO '0.3.0';
 	ALTER EXTENSION webhook_ingest UPDATE TO '0.4.0';
+	ALTER EXTENSION webhook_ingest UPDATE TO '0.5.0';
 });
 ok($node->poll_query_until('upgraded',
 		q{SELECT state = 'disabled' FROM webhook_ingest.worker_status WHERE database = 'upgraded'}),
@@ -91,6 +98,7 @@ for my $sql (@catalog)
 	ok($f ne '', "catalog query $i finds something");
 	is($f, $u, "catalog query $i: a fresh install and an updated one are the same");
 	is($f, $node->safe_psql('from_030', $sql), "catalog query $i: a fresh install and 0.3.0 updated are the same");
+	is($f, $node->safe_psql('from_040', $sql), "catalog query $i: a fresh install and 0.4.0 updated are the same");
 }
 
 unlike(slurp_file($node->logfile), qr/FATAL/, 'no FATAL in the log: no extension, an old version, an update');

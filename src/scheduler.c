@@ -1,0 +1,516 @@
+/*
+ * scheduler.c
+ *		Who gets the worker's free fetch slots.  The worker keeps, per source,
+ *		what limits it: fetches in flight (against max_in_flight), a token
+ *		bucket (rate_limit requests per second, rate_burst deep), a throttle
+ *		the upstream asked for (until when, and what said so).
+ *
+ *		A claim (job_store.c) first probes which of the sources that may
+ *		fetch now (not paused, not throttled, under max_in_flight, with a
+ *		token) have due jobs, then runs in passes.  Each pass shares the free
+ *		slots among those so that the fetches in flight end up max-min fair
+ *		by weight: free slots go to the sources with the fewest in flight per
+ *		unit of weight, levelled by water-filling.  So a source with one due
+ *		job gets a slot in the very next claim however large another's
+ *		backlog, two backlogged sources of weights 3 and 1 hold slots 3 : 1,
+ *		and a source whose upstream answers fast is not slowed to the pace of
+ *		a slow one's (it needs fewer slots for its share).  No history is
+ *		kept, so no source builds up credit while it is idle or throttled.  The claim walks each source's due jobs
+ *		in due order (jobs_due) up to its quota; a source that returns less
+ *		than its quota has no more due work, and the next pass shares what
+ *		is left among the others.
+ *
+ *		The state lives in the worker's memory (a hash in TopMemoryContext):
+ *		a restarted worker starts with full buckets and no throttles.  Any
+ *		change of a source's row (alter_source, resume_source) ends its
+ *		throttle.  Nothing here touches SQL or shared memory; shmem.c
+ *		publishes wi_sched_shown() for queue_stats.
+ */
+#include "postgres.h"
+
+#include <limits.h>
+#include <math.h>
+
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+
+#include "webhook_ingest.h"
+#include "scheduler.h"
+#include "worker_loop.h"
+
+typedef struct SourceSched
+{
+	char		name[WI_SOURCE_NAME_LEN];	/* hash key */
+	bool		present;		/* in the latest read of sources */
+	bool		paused;
+	int			weight;
+	double		rate_limit;		/* requests per second; 0: none */
+	int			burst;
+	int			max_in_flight;	/* 0: none */
+	TimestampTz updated_at;		/* of its row */
+
+	int			in_flight;		/* claimed, fetch not finished */
+	int			claiming;		/* claimed in the open claim transaction */
+	double		tokens;
+	TimestampTz tokens_at;
+	TimestampTz throttled_until;	/* 0: not throttled */
+	TimestampTz throttled_at;
+	char		throttled_by[32];
+
+	double		level;			/* in this pass: (in flight + claiming) / weight */
+	bool		backlogged;		/* its last claim filled its quota: more may be due */
+	bool		probed;			/* in this claim: the probe looked for its due jobs */
+	bool		has_due;		/* in this claim: the probe found due jobs */
+	bool		drained;		/* in this claim: returned less than its quota */
+	TimestampTz stopped_at;		/* where its last walk stopped; DT_NOBEGIN: the start */
+
+	/* the pass in progress */
+	int			quota;
+	int			allowance;
+	int			claimed;
+	TimestampTz last_due;
+} SourceSched;
+
+static HTAB *sources = NULL;
+
+void
+wi_sched_init(void)
+{
+	HASHCTL		ctl;
+
+	ctl.keysize = WI_SOURCE_NAME_LEN;
+	ctl.entrysize = sizeof(SourceSched);
+	ctl.hcxt = TopMemoryContext;
+	sources = hash_create("webhook_ingest scheduler", 64, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+}
+
+static SourceSched *
+lookup(const char *name)
+{
+	return (SourceSched *) hash_search(sources, name, HASH_FIND, NULL);
+}
+
+/* A claim begins: nothing claimed in it yet, no source drained, sources to be read. */
+void
+wi_sched_begin_claim(void)
+{
+	HASH_SEQ_STATUS seq;
+	SourceSched *s;
+
+	hash_seq_init(&seq, sources);
+	while ((s = hash_seq_search(&seq)) != NULL)
+	{
+		s->present = false;
+		s->claiming = 0;
+		s->probed = false;
+		s->has_due = false;
+		s->drained = false;
+	}
+}
+
+/* The default bucket: a tenth of a second's worth, at least one request. */
+static int
+default_burst(double rate_limit)
+{
+	return (int) Max(1.0, ceil(rate_limit / 10.0));
+}
+
+/* One row of sources, as the claim read it. */
+void
+wi_sched_refresh(const char *name, bool paused, int weight, double rate_limit, int rate_burst,
+				 int max_in_flight, TimestampTz updated_at)
+{
+	bool		found;
+	SourceSched *s;
+
+	if (strlen(name) >= WI_SOURCE_NAME_LEN)
+		return;					/* cannot be: names are checked */
+	s = (SourceSched *) hash_search(sources, name, HASH_ENTER, &found);
+	if (!found)
+	{
+		memset((char *) s + WI_SOURCE_NAME_LEN, 0, sizeof(SourceSched) - WI_SOURCE_NAME_LEN);
+		s->stopped_at = DT_NOBEGIN;
+		s->tokens = -1;			/* full, below */
+		s->tokens_at = GetCurrentTimestamp();
+	}
+	s->present = true;
+	s->paused = paused;
+	s->weight = Max(weight, 1);
+	s->rate_limit = rate_limit > 0 ? rate_limit : 0;
+	s->burst = rate_limit > 0 ? (rate_burst > 0 ? rate_burst : default_burst(rate_limit)) : 0;
+	s->max_in_flight = Max(max_in_flight, 0);
+	if (s->tokens < 0 || s->tokens > s->burst)
+		s->tokens = s->burst;
+	/* A change of the source's row ends a throttle that began before it. */
+	if (s->throttled_until != 0 && updated_at > s->throttled_at)
+		s->throttled_until = 0;
+	s->updated_at = updated_at;
+}
+
+/* Sources no longer in the table, with nothing in flight, are forgotten. */
+void
+wi_sched_forget_dropped(void)
+{
+	HASH_SEQ_STATUS seq;
+	SourceSched *s;
+
+	hash_seq_init(&seq, sources);
+	while ((s = hash_seq_search(&seq)) != NULL)
+		if (!s->present && s->in_flight == 0)
+			(void) hash_search(sources, s->name, HASH_REMOVE, NULL);
+}
+
+static void
+refill_tokens(SourceSched *s, TimestampTz now)
+{
+	if (s->rate_limit <= 0 || now <= s->tokens_at)
+		return;
+	s->tokens = Min((double) s->burst, s->tokens + s->rate_limit * (double) (now - s->tokens_at) / USECS_PER_SEC);
+	s->tokens_at = now;
+}
+
+/* How many fetches the source may start now (due work or not). */
+static int
+allowance(SourceSched *s, TimestampTz now)
+{
+	int			n = INT_MAX;
+
+	if (s->throttled_until != 0 && s->throttled_until <= now)
+		s->throttled_until = 0; /* over: wi_sched_wait_ms no longer calls for a claim */
+	if (!s->present || s->paused || s->drained || s->throttled_until != 0)
+		return 0;
+	if (s->max_in_flight > 0)
+		n = Max(0, s->max_in_flight - s->in_flight - s->claiming);
+	if (s->rate_limit > 0)
+	{
+		refill_tokens(s, now);
+		n = Min(n, (int) Max(0.0, floor(s->tokens) - s->claiming));
+	}
+	return n;
+}
+
+/* Slots source s gets at water level: min(allowance, floor((water - level) * weight)). */
+static int
+share_at(const SourceSched *s, double water)
+{
+	double		q = floor((water - s->level) * s->weight);
+
+	return q <= 0 ? 0 : (int) Min((double) s->allowance, q);
+}
+
+/* Which source gets the next single slot: the lowest level after it; a newcomer wins a tie. */
+static SourceSched *
+next_in_line(SourceSched **eligible, int n)
+{
+	SourceSched *best = NULL;
+	double		best_finish = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		SourceSched *s = eligible[i];
+		double		finish = s->level + (double) (s->quota + 1) / s->weight;
+
+		if (s->quota >= s->allowance)
+			continue;
+		if (best == NULL || finish < best_finish ||
+			(finish == best_finish && best->backlogged && !s->backlogged))
+		{
+			best = s;
+			best_finish = finish;
+		}
+	}
+	return best;
+}
+
+/*
+ * Share capacity among eligible[0..n-1] (allowance set): the highest water
+ * level whose shares fit, found by bisection, then single slots to those
+ * next in line.
+ */
+static void
+water_fill(SourceSched **eligible, int n, int capacity)
+{
+	double		lo = eligible[0]->level;
+	double		hi = lo;
+	int			given = 0;
+	SourceSched *s;
+
+	for (int i = 0; i < n; i++)
+	{
+		lo = Min(lo, eligible[i]->level);
+		hi = Max(hi, eligible[i]->level + (double) capacity / eligible[i]->weight + 1);
+	}
+	for (int iter = 0; iter < 64; iter++)
+	{
+		double		mid = (lo + hi) / 2;
+		int64		total = 0;
+
+		for (int i = 0; i < n && total <= capacity; i++)
+			total += share_at(eligible[i], mid);
+		if (total <= capacity)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	for (int i = 0; i < n; i++)
+		given += (eligible[i]->quota = share_at(eligible[i], lo));
+	while (given < capacity && (s = next_in_line(eligible, n)) != NULL)
+	{
+		s->quota++;
+		given++;
+	}
+}
+
+/*
+ * The sources that may fetch now, for the claim's probe of which have due
+ * jobs: their names and where their walks start, into *names and *froms
+ * (palloc'd); how many.
+ */
+int
+wi_sched_candidates(TimestampTz now, const char ***names, TimestampTz **froms)
+{
+	HASH_SEQ_STATUS seq;
+	SourceSched *s;
+	long		size = Max(hash_get_num_entries(sources), 1);
+	int			n = 0;
+
+	*names = palloc(sizeof(char *) * size);
+	*froms = palloc(sizeof(TimestampTz) * size);
+	hash_seq_init(&seq, sources);
+	while ((s = hash_seq_search(&seq)) != NULL)
+	{
+		if (allowance(s, now) <= 0)
+			continue;
+		s->probed = true;
+		(*names)[n] = s->name;
+		(*froms)[n] = wi_scan_start(s->stopped_at);
+		n++;
+	}
+	return n;
+}
+
+/* The probe found due jobs of source. */
+void
+wi_sched_has_due(const char *source)
+{
+	SourceSched *s = lookup(source);
+
+	if (s != NULL)
+		s->has_due = true;
+}
+
+/*
+ * The next pass of a claim: the sources that may fetch now and their
+ * quotas, at most capacity in all, into *quotas (palloc'd); how many.
+ */
+int
+wi_sched_plan(int capacity, TimestampTz now, WiQuota **quotas)
+{
+	HASH_SEQ_STATUS seq;
+	SourceSched *s;
+	SourceSched **eligible = palloc(sizeof(SourceSched *) * Max(hash_get_num_entries(sources), 1));
+	int			n = 0;
+	int			nquotas = 0;
+
+	hash_seq_init(&seq, sources);
+	while ((s = hash_seq_search(&seq)) != NULL)
+	{
+		s->quota = 0;
+		s->claimed = 0;
+		s->last_due = DT_NOBEGIN;
+		s->allowance = s->has_due ? allowance(s, now) : 0;
+		s->level = (double) (s->in_flight + s->claiming) / s->weight;
+		if (s->allowance > 0)
+			eligible[n++] = s;
+		else if (s->probed && !s->has_due)
+		{
+			/* nothing due up to now: the next walk starts here */
+			s->stopped_at = now;
+			s->backlogged = false;
+		}
+	}
+	*quotas = palloc(sizeof(WiQuota) * Max(n, 1));
+	if (n == 0 || capacity <= 0)
+		return 0;
+	water_fill(eligible, n, capacity);
+	for (int i = 0; i < n; i++)
+	{
+		if (eligible[i]->quota == 0)
+			continue;
+		(*quotas)[nquotas].source = eligible[i]->name;
+		(*quotas)[nquotas].quota = eligible[i]->quota;
+		(*quotas)[nquotas].from = wi_scan_start(eligible[i]->stopped_at);
+		nquotas++;
+	}
+	return nquotas;
+}
+
+/* The claim of this pass returned a job of source, due at next_attempt_at. */
+void
+wi_sched_claimed(const char *source, TimestampTz next_attempt_at)
+{
+	SourceSched *s = lookup(source);
+
+	if (s == NULL)
+		return;
+	s->claimed++;
+	s->last_due = Max(s->last_due, next_attempt_at);
+}
+
+/*
+ * The pass's claim is done: a source that got less than its quota has no
+ * more due work (its walk covered everything up to claim_start); one that
+ * got its quota may have more, and its next walk resumes where this one
+ * stopped.  Returns the jobs claimed in the pass.
+ */
+int
+wi_sched_end_pass(TimestampTz claim_start)
+{
+	HASH_SEQ_STATUS seq;
+	SourceSched *s;
+	int			total = 0;
+
+	hash_seq_init(&seq, sources);
+	while ((s = hash_seq_search(&seq)) != NULL)
+	{
+		if (s->quota == 0)
+			continue;
+		s->drained = s->claimed < s->quota;
+		s->backlogged = !s->drained;
+		s->stopped_at = s->drained ? claim_start : s->last_due;
+		s->claiming += s->claimed;
+		total += s->claimed;
+		s->quota = 0;
+	}
+	return total;
+}
+
+/* A claimed job's fetch starts (after the claim committed). */
+void
+wi_sched_started(const char *source)
+{
+	SourceSched *s = lookup(source);
+
+	if (s == NULL)
+		return;
+	s->in_flight++;
+	if (s->rate_limit > 0)
+		s->tokens -= 1;
+}
+
+/*
+ * A fetch of source finished (or never started); throttle_s > 0: the
+ * upstream asked the whole source to hold off that long.
+ */
+void
+wi_sched_finished(const char *source, long throttle_s, const char *throttle_by)
+{
+	SourceSched *s = lookup(source);
+	TimestampTz now;
+	TimestampTz until;
+
+	if (s == NULL)
+		return;
+	s->in_flight = Max(s->in_flight - 1, 0);
+	if (throttle_s <= 0)
+		return;
+	now = GetCurrentTimestamp();
+	until = TimestampTzPlusMilliseconds(now, throttle_s * 1000L);
+	if (until <= s->throttled_until)
+		return;
+	if (s->throttled_until <= now)
+		ereport(LOG,
+				(errmsg("webhook_ingest worker: source \"%s\" throttled for %ld s by its upstream (%s)",
+						s->name, throttle_s, throttle_by)));
+	s->throttled_until = until;
+	s->throttled_at = now;
+	strlcpy(s->throttled_by, throttle_by, sizeof(s->throttled_by));
+}
+
+/* The next walks start from the beginning of each source's due jobs. */
+void
+wi_sched_rewind(void)
+{
+	HASH_SEQ_STATUS seq;
+	SourceSched *s;
+
+	hash_seq_init(&seq, sources);
+	while ((s = hash_seq_search(&seq)) != NULL)
+		s->stopped_at = DT_NOBEGIN;
+}
+
+/*
+ * Milliseconds until a source held back by a limit may fetch again: a
+ * throttle ends, or a backlogged source's bucket has a token; 0 while that
+ * has happened and no claim has looked since; -1: none.
+ */
+long
+wi_sched_wait_ms(TimestampTz now)
+{
+	HASH_SEQ_STATUS seq;
+	SourceSched *s;
+	TimestampTz soonest = DT_NOEND;
+
+	hash_seq_init(&seq, sources);
+	while ((s = hash_seq_search(&seq)) != NULL)
+	{
+		if (s->throttled_until != 0)	/* ends then, or has ended: a claim is due */
+			soonest = Min(soonest, s->throttled_until);
+		else if (s->backlogged && s->rate_limit > 0 && s->tokens < 1)
+			soonest = Min(soonest, s->tokens_at +
+						  (TimestampTz) ceil((1 - s->tokens + 1e-6) * USECS_PER_SEC / s->rate_limit));
+	}
+	if (soonest == DT_NOEND)
+		return -1;
+	return soonest <= now ? 0 : (long) ((soonest - now + 999) / 1000);
+}
+
+static int
+busier_first(const void *a, const void *b)
+{
+	return ((const WiSourceShown *) b)->in_flight - ((const WiSourceShown *) a)->in_flight;
+}
+
+/*
+ * What queue_stats shows: the sources with fetches in flight or a throttle,
+ * throttled ones first, then the busiest, at most max; how many.
+ */
+int
+wi_sched_shown(WiSourceShown *shown, int max)
+{
+	HASH_SEQ_STATUS seq;
+	SourceSched *s;
+	TimestampTz now = GetCurrentTimestamp();
+	int			n = 0;
+	int			nthrottled = 0;
+	WiSourceShown *all = palloc(sizeof(WiSourceShown) * Max(hash_get_num_entries(sources), 1));
+
+	hash_seq_init(&seq, sources);
+	while ((s = hash_seq_search(&seq)) != NULL)
+	{
+		bool		throttled = s->throttled_until > now;
+		WiSourceShown *row;
+
+		if (s->in_flight == 0 && !throttled)
+			continue;
+		/* throttled ones at the front, in the order met */
+		if (throttled)
+		{
+			all[n] = all[nthrottled];
+			row = &all[nthrottled++];
+		}
+		else
+			row = &all[n];
+		n++;
+		strlcpy(row->name, s->name, sizeof(row->name));
+		row->in_flight = s->in_flight;
+		row->throttled_until = throttled ? s->throttled_until : 0;
+		strlcpy(row->throttled_by, throttled ? s->throttled_by : "", sizeof(row->throttled_by));
+	}
+	if (n > nthrottled)
+		qsort(all + nthrottled, n - nthrottled, sizeof(WiSourceShown), busier_first);
+	n = Min(n, max);
+	memcpy(shown, all, sizeof(WiSourceShown) * n);
+	pfree(all);
+	return n;
+}

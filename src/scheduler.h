@@ -1,0 +1,51 @@
+/*
+ * scheduler.h
+ *		Who gets the worker's free fetch slots (scheduler.c): fair shares
+ *		among sources with due work, per-source token buckets and in-flight
+ *		caps, and throttles the upstreams asked for.
+ */
+#ifndef WI_SCHEDULER_H
+#define WI_SCHEDULER_H
+
+#include "postgres.h"
+
+#include "utils/timestamp.h"
+
+/* Most sources queue_stats shows scheduler state for (the busiest). */
+#define WI_SHOWN_SOURCES	64
+#define WI_SOURCE_NAME_LEN	64	/* source names are at most 63 bytes */
+
+/* One source's share of a claim pass: at most quota jobs due at or after from. */
+typedef struct WiQuota
+{
+	const char *source;
+	int			quota;
+	TimestampTz from;
+} WiQuota;
+
+/* What queue_stats shows of a source (shmem.c keeps the worker's copy). */
+typedef struct WiSourceShown
+{
+	char		name[WI_SOURCE_NAME_LEN];
+	int			in_flight;
+	TimestampTz throttled_until;	/* 0: not throttled */
+	char		throttled_by[32];
+} WiSourceShown;
+
+extern void wi_sched_init(void);
+extern void wi_sched_begin_claim(void);
+extern void wi_sched_refresh(const char *name, bool paused, int weight, double rate_limit, int rate_burst,
+							 int max_in_flight, TimestampTz updated_at);
+extern void wi_sched_forget_dropped(void);
+extern int	wi_sched_candidates(TimestampTz now, const char ***names, TimestampTz **froms);
+extern void wi_sched_has_due(const char *source);
+extern int	wi_sched_plan(int capacity, TimestampTz now, WiQuota **quotas);
+extern void wi_sched_claimed(const char *source, TimestampTz next_attempt_at);
+extern int	wi_sched_end_pass(TimestampTz claim_start);
+extern void wi_sched_started(const char *source);
+extern void wi_sched_finished(const char *source, long throttle_s, const char *throttle_by);
+extern void wi_sched_rewind(void);
+extern long wi_sched_wait_ms(TimestampTz now);
+extern int	wi_sched_shown(WiSourceShown *shown, int max);
+
+#endif							/* WI_SCHEDULER_H */
