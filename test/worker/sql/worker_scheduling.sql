@@ -109,8 +109,11 @@ SELECT outcome FROM webhook_ingest.enqueue('quota', 'quota-0');
 SELECT wait_until($$SELECT attempts = 1 AND state = 'pending' FROM webhook_ingest.jobs WHERE source = 'quota'$$)
        AS got_429;
 SELECT last_status FROM webhook_ingest.jobs WHERE source = 'quota';
-SELECT throttled_until > now() AS throttled, throttled_until <= now() + interval '3 s' AS for_retry_after,
-       throttled_by FROM webhook_ingest.queue_stats WHERE source = 'quota';
+-- (queue_stats shows the worker's state as published every 100 ms or so)
+SELECT wait_until($$SELECT throttled_until > now() FROM webhook_ingest.queue_stats WHERE source = 'quota'$$, '1 s')
+       AS throttled;
+SELECT throttled_until <= now() + interval '2 s' AS for_retry_after, throttled_by
+  FROM webhook_ingest.queue_stats WHERE source = 'quota';
 SELECT count(*) = 20 AS quota_enqueued
   FROM generate_series(1, 20) i, webhook_ingest.enqueue('quota', 'quota-' || i) e;
 SELECT pg_sleep(0.5);
@@ -122,8 +125,8 @@ SELECT count(*) AS answered, bool_and((details->>'during')::int = 0) AS none_ins
   FROM sched_calls WHERE external_id LIKE 'quota-%';
 SELECT external_id = 'quota-0' AS got_the_429, attempts, count(*)
   FROM webhook_ingest.jobs WHERE source = 'quota' GROUP BY 1, 2 ORDER BY 1;
-SELECT throttled_until IS NULL AS no_longer_throttled, throttled_by IS NULL AS no_reason
-  FROM webhook_ingest.queue_stats WHERE source = 'quota';
+SELECT wait_until($$SELECT throttled_until IS NULL AND throttled_by IS NULL
+                      FROM webhook_ingest.queue_stats WHERE source = 'quota'$$, '1 s') AS no_longer_throttled;
 
 -- a throttle is cleared early by resume_source, and by alter_source (the
 -- upstream says Retry-After: 60 once and answers at once afterwards)
@@ -138,14 +141,15 @@ SELECT wait_until($$SELECT count(*) = 2 FROM webhook_ingest.jobs
 SELECT count(*) = 6 AS enqueued
   FROM generate_series(1, 3) i, unnest(ARRAY['resumed', 'altered']) s, webhook_ingest.enqueue(s, s || '-' || i) e;
 SELECT pg_sleep(0.3);
-SELECT source, throttled_until > now() + interval '50 s' AS throttled_for_a_minute
-  FROM webhook_ingest.queue_stats WHERE source IN ('resumed', 'altered') ORDER BY source;
+SELECT wait_until($$SELECT count(*) = 2 FROM webhook_ingest.queue_stats
+                    WHERE source IN ('resumed', 'altered') AND throttled_until > now() + interval '50 s'$$, '1 s')
+       AS throttled_for_a_minute;
 SELECT count(*) = 6 AS held_back FROM webhook_ingest.jobs
  WHERE source IN ('resumed', 'altered') AND external_id NOT LIKE '%-0' AND state = 'pending' AND attempts = 0;
 SELECT webhook_ingest.resume_source('resumed');
 SELECT webhook_ingest.alter_source('altered', timeout_ms => 5000);
-SELECT source, throttled_until IS NULL AS cleared FROM webhook_ingest.queue_stats
- WHERE source IN ('resumed', 'altered') ORDER BY source;
+SELECT wait_until($$SELECT count(*) = 2 FROM webhook_ingest.queue_stats
+                    WHERE source IN ('resumed', 'altered') AND throttled_until IS NULL$$, '1 s') AS cleared;
 SELECT wait_until($$SELECT count(*) = 6 FROM webhook_ingest.jobs
                     WHERE source IN ('resumed', 'altered') AND external_id NOT LIKE '%-0' AND state = 'done'$$,
                   '10 s') AS held_back_done;
@@ -169,8 +173,11 @@ SELECT count(*) = 18 AS limits_enqueued
        webhook_ingest.enqueue(s, s || '-' || i) e;
 SELECT wait_until($$SELECT count(*) = 9 FROM webhook_ingest.jobs
                     WHERE source IN ('github', 'github_rel', 'ietf') AND state = 'done'$$) AS first_three_each;
-SELECT source, throttled_until > now() AS throttled, throttled_by
-  FROM webhook_ingest.queue_stats WHERE source IN ('github', 'github_rel', 'ietf') ORDER BY source;
+SELECT wait_until($$SELECT count(*) = 3 FROM webhook_ingest.queue_stats
+                    WHERE source IN ('github', 'github_rel', 'ietf') AND throttled_until > now()$$, '1 s')
+       AS all_throttled;
+SELECT source, throttled_by FROM webhook_ingest.queue_stats
+ WHERE source IN ('github', 'github_rel', 'ietf') ORDER BY source;
 SELECT source, count(*) FILTER (WHERE state = 'done') AS done,
        count(*) FILTER (WHERE state = 'pending' AND attempts = 0) AS held_back
   FROM webhook_ingest.jobs WHERE source IN ('github', 'github_rel', 'ietf') GROUP BY source ORDER BY source;
