@@ -59,23 +59,23 @@ SHOW webhook_ingest.max_host_connections;
 ALTER SYSTEM SET webhook_ingest.max_concurrent_requests = 100;
 SELECT pg_reload_conf();
 SELECT pg_sleep(0.5);
-SELECT webhook_ingest.add_source('big', 'http://127.0.0.1:18080/posts/{external_id}?delay_ms=200',
+SELECT webhook_ingest.add_source('backlog', 'http://127.0.0.1:18080/posts/{external_id}?delay_ms=200',
                                  'keep(text,jsonb,jsonb)', timeout_ms => 30000);
 SELECT webhook_ingest.add_source('small', 'http://127.0.0.1:18080/posts/{external_id}', 'keep(text,jsonb,jsonb)');
-SELECT count(*) = 20000 AS big_enqueued
-  FROM generate_series(1, 20000) i, webhook_ingest.enqueue('big', 'big-' || i) e;
+SELECT count(*) = 20000 AS backlog_enqueued
+  FROM generate_series(1, 20000) i, webhook_ingest.enqueue('backlog', 'backlog-' || i) e;
 SELECT pg_sleep(1);
 SELECT outcome FROM webhook_ingest.enqueue('small', 'small-1');
 SELECT wait_until($$SELECT state = 'done' FROM webhook_ingest.jobs WHERE source = 'small'$$, '10 s') AS small_done;
 SELECT finished_at - created_at < interval '2 s' AS small_done_within_2s
   FROM webhook_ingest.jobs WHERE source = 'small';
--- while the big backlog still drains, 100 at a time
-SELECT count(*) > 10000 AS big_still_pending FROM webhook_ingest.jobs WHERE source = 'big' AND state = 'pending';
+-- while the backlog still drains, 100 at a time
+SELECT count(*) > 10000 AS backlog_still_pending FROM webhook_ingest.jobs WHERE source = 'backlog' AND state = 'pending';
 SELECT in_flight BETWEEN 1 AND 100 AS capped_at_100 FROM webhook_ingest.worker_status;
-SELECT webhook_ingest.drop_source('big', force => true);
+SELECT webhook_ingest.drop_source('backlog', force => true);
 ALTER SYSTEM RESET webhook_ingest.max_concurrent_requests;
 SELECT pg_reload_conf();
-SELECT wait_until($$SELECT in_flight = 0 FROM webhook_ingest.worker_status$$) AS big_drained;
+SELECT wait_until($$SELECT in_flight = 0 FROM webhook_ingest.worker_status$$) AS backlog_drained;
 
 --
 -- (b) token bucket: 20 requests/s with a burst of 2.  From the arrival times at
