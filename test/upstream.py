@@ -22,7 +22,8 @@ connections.  Standard library only.  Counts are shared by all listeners.
   /deniedredirect/<id> 302 to http://127.0.0.3:18083/echo/<id>
   /redirectloop/<id>   302 to itself
   /stamp/<id>      200 {"id", "at"}: "at" is the arrival time at the upstream (epoch seconds, float)
-  /quota/<id>      the first request of a key gets 429 with Retry-After: R and opens a window of W s;
+  /quota/<id>      the first request of a key gets 429 (?status=503: 503) with Retry-After: R and opens
+                   a window of W s;
                    requests inside the window get 429 too and are counted ("quota_during"); after
                    it, 200 {"id", "during"}: the requests that came inside the window after the first
   /ghlimit/<id>    GitHub-style budget of B requests per key: 200 with X-RateLimit-Limit,
@@ -30,7 +31,7 @@ connections.  Standard library only.  Counts are shared by all listeners.
                    ?relative=1 seconds from now); the one that spends the budget says Remaining: 0
                    and a Reset S s ahead (rounded up to a whole second); requests before it get 429
                    with the same headers and are counted ("ghlimit_during"); at the reset the budget
-                   refills; 200 {"id", "remaining", "during"}
+                   refills; 200 {"id", "remaining", "during", "at"} ("at": the arrival time)
   /ietflimit/<id>  the same with the IETF draft's RateLimit-Limit, RateLimit-Remaining and
                    RateLimit-Reset (seconds from now) ("ietflimit_during")
   /concurrent/<id> 200 {"id", "peak"} after the delay: "peak" is the most requests of the key that
@@ -81,15 +82,15 @@ def arg(query, name, default):
 
 def quota(oid, query, now):
     """/quota: one window per key, opened by its first request."""
-    retry_after = int(arg(query, "retry_after", "2"))
+    retry_after, status = int(arg(query, "retry_after", "2")), int(arg(query, "status", "429"))
     q = quotas.get(arg(query, "key", ""))
     if q is None:
         quotas[arg(query, "key", "")] = {"until": now + float(arg(query, "window", retry_after)), "during": 0}
-        return respond(429, '{"error": "quota exceeded"}', [f"Retry-After: {retry_after}"])
+        return respond(status, '{"error": "quota exceeded"}', [f"Retry-After: {retry_after}"])
     if now < q["until"]:
         q["during"] += 1
         counts["quota_during"] += 1
-        return respond(429, '{"error": "quota exceeded"}', [f"Retry-After: {max(1, math.ceil(q['until'] - now))}"])
+        return respond(status, '{"error": "quota exceeded"}', [f"Retry-After: {max(1, math.ceil(q['until'] - now))}"])
     return respond(200, json.dumps({"id": oid, "during": q["during"]}))
 
 
@@ -118,7 +119,7 @@ def limited(kind, oid, query, now):
     reset = math.ceil(now + reset_s) if kind == "ghlimit" else now + reset_s
     if b["left"] == 0:
         b["reset"] = reset
-    return respond(200, json.dumps({"id": oid, "remaining": b["left"], "during": b["during"]}),
+    return respond(200, json.dumps({"id": oid, "remaining": b["left"], "during": b["during"], "at": now}),
                    limit_headers(kind, budget, b["left"], reset, now, relative))
 
 

@@ -98,35 +98,53 @@ SELECT count(*) = 40 AS all_stamped,
   FROM t;
 SELECT bool_and(attempts = 1) AS one_attempt_each, bool_and(last_status = 200) AS all_200
   FROM webhook_ingest.jobs WHERE source = 'bucket';
+-- without rate_burst the bucket holds max(1, ceil(rate_limit / 10)): 1 at 10/s
+SELECT webhook_ingest.add_source('bucket1', 'http://127.0.0.1:18080/stamp/{external_id}', 'keep(text,jsonb,jsonb)',
+                                 rate_limit => 10);
+SELECT rate_burst IS NULL AS burst_defaulted FROM webhook_ingest.sources WHERE name = 'bucket1';
+SELECT count(*) = 6 AS bucket1_enqueued
+  FROM generate_series(1, 6) i, webhook_ingest.enqueue('bucket1', 'bucket1-' || i) e;
+SELECT wait_until($$SELECT count(*) = 6 FROM webhook_ingest.jobs WHERE source = 'bucket1' AND state = 'done'$$,
+                  '10 s') AS bucket1_done;
+WITH t AS (SELECT (details->>'at')::float8 AS at, row_number() OVER (ORDER BY (details->>'at')::float8) AS n
+             FROM sched_calls WHERE external_id LIKE 'bucket1-%')
+SELECT (SELECT bool_and(b.n - a.n + 1 <= 1 + 10 * (b.at - a.at) + 1) FROM t a JOIN t b ON b.n > a.n) AS within_bucket,
+       max(at) - min(at) >= 0.4 AS not_faster_than_the_rate
+  FROM t;
 
 --
--- (c) a 429 with Retry-After: 2 pauses the whole source: the 20 webhooks that
--- come in meanwhile wait (pending, not charged) and none reaches the upstream
--- inside the window; the job that got the 429 counts one attempt.
+-- (c) a 429 (or a 503) with Retry-After: 2 pauses the whole source: the 20
+-- webhooks that come in meanwhile wait (pending, not charged) and none
+-- reaches the upstream inside the window; the job that got the 429 counts one
+-- attempt.
 --
 SELECT webhook_ingest.add_source('quota', 'http://127.0.0.1:18080/quota/{external_id}?key=c', 'keep(text,jsonb,jsonb)');
+SELECT webhook_ingest.add_source('unavailable', 'http://127.0.0.1:18080/quota/{external_id}?key=c503&status=503',
+                                 'keep(text,jsonb,jsonb)');
 SELECT outcome FROM webhook_ingest.enqueue('quota', 'quota-0');
-SELECT wait_until($$SELECT attempts = 1 AND state = 'pending' FROM webhook_ingest.jobs WHERE source = 'quota'$$)
-       AS got_429;
-SELECT last_status FROM webhook_ingest.jobs WHERE source = 'quota';
+SELECT outcome FROM webhook_ingest.enqueue('unavailable', 'unavailable-0');
+SELECT wait_until($$SELECT count(*) = 2 FROM webhook_ingest.jobs
+                    WHERE source IN ('quota', 'unavailable') AND attempts = 1 AND state = 'pending'$$) AS got_429_503;
+SELECT source, last_status FROM webhook_ingest.jobs WHERE source IN ('quota', 'unavailable') ORDER BY source;
 -- (queue_stats shows the worker's state as published every 100 ms or so)
-SELECT wait_until($$SELECT throttled_until > now() FROM webhook_ingest.queue_stats WHERE source = 'quota'$$, '1 s')
-       AS throttled;
-SELECT throttled_until <= now() + interval '2 s' AS for_retry_after, throttled_by
-  FROM webhook_ingest.queue_stats WHERE source = 'quota';
-SELECT count(*) = 20 AS quota_enqueued
-  FROM generate_series(1, 20) i, webhook_ingest.enqueue('quota', 'quota-' || i) e;
+SELECT wait_until($$SELECT count(*) = 2 FROM webhook_ingest.queue_stats
+                    WHERE source IN ('quota', 'unavailable') AND throttled_until > now()$$, '1 s') AS throttled;
+SELECT source, throttled_until <= now() + interval '2 s' AS for_retry_after, throttled_by
+  FROM webhook_ingest.queue_stats WHERE source IN ('quota', 'unavailable') ORDER BY source;
+SELECT count(*) = 40 AS quota_enqueued
+  FROM generate_series(1, 20) i, unnest(ARRAY['quota', 'unavailable']) s, webhook_ingest.enqueue(s, s || '-' || i) e;
 SELECT pg_sleep(0.5);
-SELECT count(*) = 20 AS held_back FROM webhook_ingest.jobs
- WHERE source = 'quota' AND external_id <> 'quota-0' AND state = 'pending' AND attempts = 0;
-SELECT wait_until($$SELECT count(*) = 21 FROM webhook_ingest.jobs WHERE source = 'quota' AND state = 'done'$$,
-                  '15 s') AS quota_done;
-SELECT count(*) AS answered, bool_and((details->>'during')::int = 0) AS none_inside_window
-  FROM sched_calls WHERE external_id LIKE 'quota-%';
-SELECT external_id = 'quota-0' AS got_the_429, attempts, count(*)
-  FROM webhook_ingest.jobs WHERE source = 'quota' GROUP BY 1, 2 ORDER BY 1;
-SELECT wait_until($$SELECT throttled_until IS NULL AND throttled_by IS NULL
-                      FROM webhook_ingest.queue_stats WHERE source = 'quota'$$, '1 s') AS no_longer_throttled;
+SELECT count(*) = 40 AS held_back FROM webhook_ingest.jobs
+ WHERE source IN ('quota', 'unavailable') AND external_id NOT LIKE '%-0' AND state = 'pending' AND attempts = 0;
+SELECT wait_until($$SELECT count(*) = 42 FROM webhook_ingest.jobs
+                    WHERE source IN ('quota', 'unavailable') AND state = 'done'$$, '15 s') AS quota_done;
+SELECT j.source, count(*) AS answered, bool_and((c.details->>'during')::int = 0) AS none_inside_window
+  FROM webhook_ingest.jobs j JOIN sched_calls c USING (external_id)
+ WHERE j.source IN ('quota', 'unavailable') GROUP BY j.source ORDER BY j.source;
+SELECT source, external_id LIKE '%-0' AS throttled_first, attempts, count(*)
+  FROM webhook_ingest.jobs WHERE source IN ('quota', 'unavailable') GROUP BY 1, 2, 3 ORDER BY 1, 2;
+SELECT wait_until($$SELECT bool_and(throttled_until IS NULL AND throttled_by IS NULL) FROM webhook_ingest.queue_stats
+                    WHERE source IN ('quota', 'unavailable')$$, '1 s') AS no_longer_throttled;
 
 -- a throttle is cleared early by resume_source, and by alter_source (the
 -- upstream says Retry-After: 60 once and answers at once afterwards)
@@ -188,6 +206,14 @@ SELECT j.source, string_agg(c.details->>'remaining', ',' ORDER BY c.handled_at) 
        bool_and(j.attempts = 1) AS one_attempt_each
   FROM webhook_ingest.jobs j JOIN sched_calls c USING (external_id)
  WHERE j.source IN ('github', 'github_rel', 'ietf') GROUP BY j.source ORDER BY j.source;
+-- the first three went at once (a budget left is no pause), the fourth waited for the reset (2 s)
+WITH t AS (SELECT j.source, (c.details->>'at')::float8 AS at,
+                  row_number() OVER (PARTITION BY j.source ORDER BY (c.details->>'at')::float8) AS n
+             FROM webhook_ingest.jobs j JOIN sched_calls c USING (external_id)
+            WHERE j.source IN ('github', 'github_rel', 'ietf'))
+SELECT source, max(at) FILTER (WHERE n = 3) - min(at) < 1.5 AS first_three_at_once,
+       max(at) FILTER (WHERE n = 4) - max(at) FILTER (WHERE n = 3) >= 1.5 AS fourth_after_the_reset
+  FROM t GROUP BY source ORDER BY source;
 
 --
 -- (e) max_in_flight 3: the upstream never sees more than 3 requests of the
@@ -223,6 +249,18 @@ SELECT heavy > 0 AND light > 0 AS both_served, heavy::float8 / nullif(light, 0) 
           FROM webhook_ingest.jobs WHERE source IN ('heavy', 'light') AND state IN ('running', 'done')) c;
 SELECT webhook_ingest.drop_source('heavy', force => true);
 SELECT webhook_ingest.drop_source('light', force => true);
+-- a heavy source held to max_in_flight 2 leaves the other slots to the light one
+SELECT webhook_ingest.add_source('heavy_capped', 'http://127.0.0.1:18080/posts/{external_id}?delay_ms=200',
+                                 'keep(text,jsonb,jsonb)', weight => 100, max_in_flight => 2);
+SELECT webhook_ingest.add_source('light_free', 'http://127.0.0.1:18080/posts/{external_id}?delay_ms=200',
+                                 'keep(text,jsonb,jsonb)');
+SELECT count(*) = 1000 AS capped_backlogs_enqueued
+  FROM generate_series(1, 500) i, unnest(ARRAY['heavy_capped', 'light_free']) s, webhook_ingest.enqueue(s, s || '-' || i) e;
+SELECT wait_until($$SELECT in_flight >= 8 FROM webhook_ingest.queue_stats WHERE source = 'light_free'$$, '5 s')
+       AS light_gets_the_rest;
+SELECT in_flight BETWEEN 1 AND 2 AS heavy_held_to_2 FROM webhook_ingest.queue_stats WHERE source = 'heavy_capped';
+SELECT webhook_ingest.drop_source('heavy_capped', force => true);
+SELECT webhook_ingest.drop_source('light_free', force => true);
 ALTER SYSTEM RESET webhook_ingest.max_concurrent_requests;
 SELECT pg_reload_conf();
 SELECT wait_until($$SELECT in_flight = 0 FROM webhook_ingest.worker_status$$) AS weighted_drained;
