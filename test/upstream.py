@@ -22,10 +22,10 @@ connections.  Standard library only.  Counts are shared by all listeners.
   /deniedredirect/<id> 302 to http://127.0.0.3:18083/echo/<id>
   /redirectloop/<id>   302 to itself
   /stamp/<id>      200 {"id", "at"}: "at" is the arrival time at the upstream (epoch seconds, float)
-  /quota/<id>      the first request of a key gets 429 (?status=503: 503) with Retry-After: R and opens
-                   a window of W s;
-                   requests inside the window get 429 too and are counted ("quota_during"); after
-                   it, 200 {"id", "during"}: the requests that came inside the window after the first
+  /quota/<id>      the first request of a key gets 429 (?status=503: 503) with Retry-After: R and
+                   opens a window of W s; requests inside the window get the same and are counted
+                   ("quota_during"); after it, 200 {"id", "during"}: the requests that came inside
+                   the window after the first
   /ghlimit/<id>    GitHub-style budget of B requests per key: 200 with X-RateLimit-Limit,
                    X-RateLimit-Remaining counting down and X-RateLimit-Reset (epoch seconds; with
                    ?relative=1 seconds from now); the one that spends the budget says Remaining: 0
