@@ -440,9 +440,22 @@ wi_sched_rewind(void)
 }
 
 /*
+ * When the bucket of s has a token again; at most a day ahead (a rate_limit
+ * of 1e-14 per second would put it past the end of time).
+ */
+static TimestampTz
+next_token_at(const SourceSched *s)
+{
+	double		wait_us = ceil((1 - s->tokens + 1e-6) * USECS_PER_SEC / s->rate_limit);
+
+	return s->tokens_at + (TimestampTz) Min(wait_us, (double) USECS_PER_DAY);
+}
+
+/*
  * Milliseconds until a source held back by a limit may fetch again: a
- * throttle ends, or a backlogged source's bucket has a token; 0 while that
- * has happened and no claim has looked since; -1: none.
+ * throttle ends, or a backlogged source's bucket has a token (a paused or
+ * dropped source's bucket is not refilled: it is not waited for); 0 while
+ * that has happened and no claim has looked since; -1: none.
  */
 long
 wi_sched_wait_ms(TimestampTz now)
@@ -456,9 +469,8 @@ wi_sched_wait_ms(TimestampTz now)
 	{
 		if (s->throttled_until != 0)	/* ends then, or has ended: a claim is due */
 			soonest = Min(soonest, s->throttled_until);
-		else if (s->backlogged && s->rate_limit > 0 && s->tokens < 1)
-			soonest = Min(soonest, s->tokens_at +
-						  (TimestampTz) ceil((1 - s->tokens + 1e-6) * USECS_PER_SEC / s->rate_limit));
+		else if (s->present && !s->paused && s->backlogged && s->rate_limit > 0 && s->tokens < 1)
+			soonest = Min(soonest, next_token_at(s));
 	}
 	if (soonest == DT_NOEND)
 		return -1;
