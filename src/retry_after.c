@@ -94,10 +94,10 @@ reset_seconds(const char *value, time_t now)
 /*
  * The value of key in a list of key=value items (the IETF draft's RateLimit
  * field: "default";r=0;t=30, or its older form remaining=0, reset=30), or
- * -1.  key is matched at an item's start only.
+ * -1: a reset (is_reset) or a count.  key is matched at an item's start only.
  */
 static long
-item_value(const char *field, const char *key, time_t now)
+item_value(const char *field, const char *key, bool is_reset, time_t now)
 {
 	size_t		klen = strlen(key);
 	const char *p = field;
@@ -115,7 +115,7 @@ item_value(const char *field, const char *key, time_t now)
 				return -1;
 			memcpy(buf, p + klen + 1, n);
 			buf[n] = '\0';
-			return reset_seconds(buf, now);
+			return is_reset ? reset_seconds(buf, now) : parse_count(buf, 1);
 		}
 		p += klen;
 	}
@@ -140,9 +140,10 @@ wi_throttle_seconds(long status, const WiRateHeaders *h, time_t now, const char 
 	else if (parse_count(h->remaining, 1) == 0 && (secs = reset_seconds(h->reset, now)) > 0)
 		*by = "RateLimit-Reset";
 	else if (h->ratelimit != NULL &&
-			 (item_value(h->ratelimit, "r", now) == 0 || item_value(h->ratelimit, "remaining", now) == 0) &&
-			 ((secs = item_value(h->ratelimit, "t", now)) > 0 ||
-			  (secs = item_value(h->ratelimit, "reset", now)) > 0))
+			 (item_value(h->ratelimit, "r", false, now) == 0 ||
+			  item_value(h->ratelimit, "remaining", false, now) == 0) &&
+			 ((secs = item_value(h->ratelimit, "t", true, now)) > 0 ||
+			  (secs = item_value(h->ratelimit, "reset", true, now)) > 0))
 		*by = "RateLimit";
 	else
 		secs = -1;

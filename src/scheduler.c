@@ -76,6 +76,7 @@ typedef struct SourceSched
 } SourceSched;
 
 static HTAB *sources = NULL;
+static bool throttles_changed = false;	/* since wi_sched_shown last ran */
 
 void
 wi_sched_init(void)
@@ -148,6 +149,8 @@ wi_sched_refresh(const char *name, bool paused, int weight, double rate_limit, i
 	/* A change of the source's row ends a throttle that began before it, at full width. */
 	if ((s->throttled_until != 0 || s->probing) && updated_at > s->throttled_at)
 	{
+		if (s->throttled_until != 0)
+			throttles_changed = true;
 		s->throttled_until = 0;
 		s->probing = false;
 	}
@@ -440,6 +443,7 @@ wi_sched_finished(const char *source, long throttle_s, const char *throttle_by)
 						s->name, throttle_s, throttle_by)));
 	s->throttled_until = until;
 	s->throttled_at = now;
+	throttles_changed = true;
 	strlcpy(s->throttled_by, throttle_by, sizeof(s->throttled_by));
 }
 
@@ -499,6 +503,13 @@ busier_first(const void *a, const void *b)
 	return ((const WiSourceShown *) b)->in_flight - ((const WiSourceShown *) a)->in_flight;
 }
 
+/* Has a throttle begun or been ended by a change of its source since wi_sched_shown last ran? */
+bool
+wi_sched_throttles_changed(void)
+{
+	return throttles_changed;
+}
+
 /*
  * What queue_stats shows: the sources with fetches in flight or a throttle,
  * throttled ones first, then the busiest, at most max; how many.
@@ -512,6 +523,8 @@ wi_sched_shown(WiSourceShown *shown, int max)
 	int			n = 0;
 	int			nthrottled = 0;
 	WiSourceShown *all = palloc(sizeof(WiSourceShown) * Max(hash_get_num_entries(sources), 1));
+
+	throttles_changed = false;
 
 	hash_seq_init(&seq, sources);
 	while ((s = hash_seq_search(&seq)) != NULL)

@@ -46,6 +46,7 @@ extern void wi_sched_started(const char *source);
 extern void wi_sched_finished(const char *source, long throttle_s, const char *throttle_by);
 extern void wi_sched_rewind(void);
 extern long wi_sched_wait_ms(TimestampTz now);
+extern bool wi_sched_throttles_changed(void);
 extern int	wi_sched_shown(WiSourceShown *shown, int max);
 
 #endif							/* WI_SCHEDULER_H */

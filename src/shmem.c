@@ -213,7 +213,8 @@ wi_shmem_publish(const char *state, int in_flight, const WiCounters *counters)
 /*
  * The scheduler's state of the busiest and the throttled sources, for
  * queue_stats; at most every WI_PUBLISH_SOURCES_MS (the copy is a few kB,
- * under the spinlock every backend shares).
+ * under the spinlock every backend shares), and at once when a throttle
+ * begins or is ended by a change of its source.
  */
 #define WI_PUBLISH_SOURCES_MS	100
 
@@ -225,7 +226,7 @@ wi_shmem_publish_sources(void)
 	WiSourceShown shown[WI_SHOWN_SOURCES];
 	int			n;
 
-	if (!TimestampDifferenceExceeds(last, now, WI_PUBLISH_SOURCES_MS))
+	if (!TimestampDifferenceExceeds(last, now, WI_PUBLISH_SOURCES_MS) && !wi_sched_throttles_changed())
 		return;
 	last = now;
 	n = wi_sched_shown(shown, WI_SHOWN_SOURCES);
@@ -483,6 +484,7 @@ webhook_ingest_scheduler_state(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	WiSlot	   *copy = palloc(sizeof(WiSlot));
+	TimestampTz now = GetCurrentTimestamp();
 
 	InitMaterializedSRF(fcinfo, 0);
 	copy_own_slot(copy);
@@ -492,6 +494,9 @@ webhook_ingest_scheduler_state(PG_FUNCTION_ARGS)
 		Datum		values[4];
 		bool		nulls[4] = {0};
 
+		/* published up to 100 ms ago: a throttle over since is not shown */
+		if (row->throttled_until <= now)
+			row->throttled_until = 0;
 		values[0] = CStringGetTextDatum(row->name);
 		values[1] = Int32GetDatum(row->in_flight);
 		values[2] = TimestampTzGetDatum(row->throttled_until);

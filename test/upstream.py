@@ -22,15 +22,34 @@ connections.  Standard library only.  Counts are shared by all listeners.
   /crossredirect/<id>  302 to http://127.0.0.1:18081/echo/<id> (another origin)
   /deniedredirect/<id> 302 to http://127.0.0.3:18083/echo/<id>
   /redirectloop/<id>   302 to itself
+  /stamp/<id>      200 {"id", "at"}: "at" is the arrival time at the upstream (epoch seconds, float)
+  /quota/<id>      the first request of a key gets 429 (?status=503: 503) with Retry-After: R and
+                   opens a window of W s; requests inside the window get the same and are counted
+                   ("quota_during"); after it, 200 {"id", "during"}: the requests that came inside
+                   the window after the first
+  /ghlimit/<id>    GitHub-style budget of B requests per key: 200 with X-RateLimit-Limit,
+                   X-RateLimit-Remaining counting down and X-RateLimit-Reset (epoch seconds; with
+                   ?relative=1 seconds from now); the one that spends the budget says Remaining: 0
+                   and a Reset S s ahead (rounded up to a whole second); requests before it get 429
+                   with the same headers and are counted ("ghlimit_during"); at the reset the budget
+                   refills; 200 {"id", "remaining", "during", "at"} ("at": the arrival time)
+  /ietflimit/<id>  the same with the IETF draft's RateLimit-Limit, RateLimit-Remaining and
+                   RateLimit-Reset (seconds from now) ("ietflimit_during")
+  /concurrent/<id> 200 {"id", "peak"} after the delay: "peak" is the most requests of the key that
+                   were in progress at once so far
   /stats           counts of requests per route, and per listener ("listener HOST:PORT"), as JSON
 
-Any route takes ?delay_ms=N to answer after N ms.
+Any route takes ?delay_ms=N to answer after N ms.  The stateful routes (quota, ghlimit,
+ietflimit, concurrent) keep their state per ?key=K (default ""), so a test can start afresh
+under a new key; /quota takes ?retry_after=R (2) and ?window=W (R), the limit routes ?budget=B
+(3) and ?reset=S (2).  quota, ghlimit and ietflimit decide on arrival, before the delay.
 Usage: upstream.py PORT [DEFAULT_DELAY_MS [HOST:PORT ...]]
 """
 import asyncio
 import functools
 import ipaddress
 import json
+import math
 import sys
 import time
 from collections import Counter
@@ -40,6 +59,9 @@ from urllib.parse import urlsplit, parse_qs, unquote
 counts = Counter()
 seen = Counter()
 default_delay_ms = 0
+quotas = {}       # key -> {"until", "during"}
+budgets = {}      # (route, key) -> {"left", "reset", "during"}
+in_progress = {}  # key -> {"now", "peak"}
 
 
 def respond(status, body, extra=()):
@@ -55,7 +77,67 @@ def redirect(location):
     return respond(302, "", [f"Location: {location}"])
 
 
+def arg(query, name, default):
+    return query.get(name, [default])[0]
+
+
+def quota(oid, query, now):
+    """/quota: one window per key, opened by its first request."""
+    retry_after, status = int(arg(query, "retry_after", "2")), int(arg(query, "status", "429"))
+    q = quotas.get(arg(query, "key", ""))
+    if q is None:
+        quotas[arg(query, "key", "")] = {"until": now + float(arg(query, "window", retry_after)), "during": 0}
+        return respond(status, '{"error": "quota exceeded"}', [f"Retry-After: {retry_after}"])
+    if now < q["until"]:
+        q["during"] += 1
+        counts["quota_during"] += 1
+        return respond(status, '{"error": "quota exceeded"}', [f"Retry-After: {max(1, math.ceil(q['until'] - now))}"])
+    return respond(200, json.dumps({"id": oid, "during": q["during"]}))
+
+
+def limit_headers(kind, budget, left, reset, now, relative):
+    if kind == "ghlimit":
+        value = math.ceil(reset - now) if relative else int(reset)
+        return [f"X-RateLimit-Limit: {budget}", f"X-RateLimit-Remaining: {left}", f"X-RateLimit-Reset: {value}"]
+    return [f"RateLimit-Limit: {budget}", f"RateLimit-Remaining: {left}",
+            f"RateLimit-Reset: {max(0, math.ceil(reset - now))}"]
+
+
+def limited(kind, oid, query, now):
+    """/ghlimit and /ietflimit: a budget of requests per key that refills at its reset."""
+    budget, reset_s = int(arg(query, "budget", "3")), float(arg(query, "reset", "2"))
+    relative = arg(query, "relative", "0") == "1"
+    b = budgets.setdefault((kind, arg(query, "key", "")), {"left": budget, "reset": 0.0, "during": 0})
+    if b["left"] == 0 and now < b["reset"]:
+        b["during"] += 1
+        counts[f"{kind}_during"] += 1
+        return respond(429, '{"error": "rate limit exceeded"}',
+                       limit_headers(kind, budget, 0, b["reset"], now, relative))
+    if b["left"] == 0:
+        b["left"] = budget
+    b["left"] -= 1
+    # GitHub's reset is a whole epoch second: round up, so the window is at least reset_s long.
+    reset = math.ceil(now + reset_s) if kind == "ghlimit" else now + reset_s
+    if b["left"] == 0:
+        b["reset"] = reset
+    return respond(200, json.dumps({"id": oid, "remaining": b["left"], "during": b["during"], "at": now}),
+                   limit_headers(kind, budget, b["left"], reset, now, relative))
+
+
+async def concurrent(oid, query, delay):
+    """/concurrent: counts the requests of a key in progress during the delay."""
+    c = in_progress.setdefault(arg(query, "key", ""), {"now": 0, "peak": 0})
+    c["now"] += 1
+    c["peak"] = max(c["peak"], c["now"])
+    try:
+        await asyncio.sleep(delay / 1000)
+    finally:
+        c["now"] -= 1
+    return respond(200, json.dumps({"id": oid, "peak": c["peak"]}))
+
+
 async def route(path, query, headers, listener):
+    arrived = time.time()
     parts = [p for p in path.split("/") if p]
     kind = parts[0] if parts else ""
     oid = unquote(parts[1]) if len(parts) > 1 else ""
@@ -63,8 +145,19 @@ async def route(path, query, headers, listener):
     delay = int(query.get("delay_ms", [default_delay_ms])[0])
     if kind == "slow":
         delay = max(delay, 5000)
+    if kind == "concurrent":
+        return await concurrent(oid, query, delay)
+    decided = None
+    if kind == "quota":
+        decided = quota(oid, query, arrived)
+    elif kind in ("ghlimit", "ietflimit"):
+        decided = limited(kind, oid, query, arrived)
     if delay:
         await asyncio.sleep(delay / 1000)
+    if decided is not None:
+        return decided
+    if kind == "stamp":
+        return respond(200, json.dumps({"id": oid, "at": arrived}))
     if kind == "stats":
         return respond(200, json.dumps(counts))
     if kind == "posts":

@@ -80,6 +80,8 @@ main(void)
 	check("IETF RateLimit field, older form", 200, h, 9, "RateLimit");
 	h.ratelimit = "\"default\";r=5;t=30";
 	check("IETF RateLimit field r=5 is no throttle", 200, h, -1, NULL);
+	h.ratelimit = "\"default\";r=1000000000;t=30";
+	check("a remaining count of 10^9 is no throttle", 200, h, -1, NULL);
 	h.ratelimit = "\"default\";rr=0;t=30";
 	check("a key only at an item's start", 200, h, -1, NULL);
 	h.ratelimit = "r=0;t=";
