@@ -3,7 +3,10 @@
  *		Who gets the worker's free fetch slots.  The worker keeps, per source,
  *		what limits it: fetches in flight (against max_in_flight), a token
  *		bucket (rate_limit requests per second, rate_burst deep), a throttle
- *		the upstream asked for (until when, and what said so).
+ *		the upstream asked for (until when, and what said so).  When a
+ *		throttle runs out the source sends one fetch, and has its full share
+ *		again only once a response does not throttle it (an upstream still
+ *		throttling gets one request per throttle, not one per due job).
  *
  *		A claim (job_store.c) first probes which of the sources that may
  *		fetch now (not paused, not throttled, under max_in_flight, with a
@@ -56,6 +59,7 @@ typedef struct SourceSched
 	TimestampTz throttled_until;	/* 0: not throttled */
 	TimestampTz throttled_at;
 	char		throttled_by[32];
+	bool		probing;		/* its throttle ran out: one fetch at a time until a response does not throttle */
 
 	double		level;			/* in this pass: (in flight + claiming) / weight */
 	bool		backlogged;		/* its last claim filled its quota: more may be due */
@@ -142,11 +146,13 @@ wi_sched_refresh(const char *name, bool paused, int weight, double rate_limit, i
 	s->max_in_flight = Max(max_in_flight, 0);
 	if (s->tokens < 0 || s->tokens > s->burst)
 		s->tokens = s->burst;
-	/* A change of the source's row ends a throttle that began before it. */
-	if (s->throttled_until != 0 && updated_at > s->throttled_at)
+	/* A change of the source's row ends a throttle that began before it, at full width. */
+	if ((s->throttled_until != 0 || s->probing) && updated_at > s->throttled_at)
 	{
+		if (s->throttled_until != 0)
+			throttles_changed = true;
 		s->throttled_until = 0;
-		throttles_changed = true;
+		s->probing = false;
 	}
 	s->updated_at = updated_at;
 }
@@ -180,10 +186,16 @@ allowance(SourceSched *s, TimestampTz now)
 	int			n = INT_MAX;
 
 	if (s->throttled_until != 0 && s->throttled_until <= now)
-		s->throttled_until = 0; /* over: wi_sched_wait_ms no longer calls for a claim */
+	{
+		/* over: wi_sched_wait_ms no longer calls for a claim; one fetch tries the water */
+		s->throttled_until = 0;
+		s->probing = true;
+	}
 	if (!s->present || s->paused || s->drained || s->throttled_until != 0)
 		return 0;
-	if (s->max_in_flight > 0)
+	if (s->probing)
+		n = Max(0, 1 - s->in_flight - s->claiming);
+	else if (s->max_in_flight > 0)
 		n = Max(0, s->max_in_flight - s->in_flight - s->claiming);
 	if (s->rate_limit > 0)
 	{
@@ -417,7 +429,10 @@ wi_sched_finished(const char *source, long throttle_s, const char *throttle_by)
 		return;
 	s->in_flight = Max(s->in_flight - 1, 0);
 	if (throttle_s <= 0)
+	{
+		s->probing = false;		/* the upstream answers: all of its share again */
 		return;
+	}
 	now = GetCurrentTimestamp();
 	until = TimestampTzPlusMilliseconds(now, throttle_s * 1000L);
 	if (until <= s->throttled_until)
@@ -445,9 +460,22 @@ wi_sched_rewind(void)
 }
 
 /*
+ * When the bucket of s has a token again; at most a day ahead (a rate_limit
+ * of 1e-14 per second would put it past the end of time).
+ */
+static TimestampTz
+next_token_at(const SourceSched *s)
+{
+	double		wait_us = ceil((1 - s->tokens + 1e-6) * USECS_PER_SEC / s->rate_limit);
+
+	return s->tokens_at + (TimestampTz) Min(wait_us, (double) USECS_PER_DAY);
+}
+
+/*
  * Milliseconds until a source held back by a limit may fetch again: a
- * throttle ends, or a backlogged source's bucket has a token; 0 while that
- * has happened and no claim has looked since; -1: none.
+ * throttle ends, or a backlogged source's bucket has a token (a paused or
+ * dropped source's bucket is not refilled: it is not waited for); 0 while
+ * that has happened and no claim has looked since; -1: none.
  */
 long
 wi_sched_wait_ms(TimestampTz now)
@@ -461,9 +489,8 @@ wi_sched_wait_ms(TimestampTz now)
 	{
 		if (s->throttled_until != 0)	/* ends then, or has ended: a claim is due */
 			soonest = Min(soonest, s->throttled_until);
-		else if (s->backlogged && s->rate_limit > 0 && s->tokens < 1)
-			soonest = Min(soonest, s->tokens_at +
-						  (TimestampTz) ceil((1 - s->tokens + 1e-6) * USECS_PER_SEC / s->rate_limit));
+		else if (s->present && !s->paused && s->backlogged && s->rate_limit > 0 && s->tokens < 1)
+			soonest = Min(soonest, next_token_at(s));
 	}
 	if (soonest == DT_NOEND)
 		return -1;

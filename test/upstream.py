@@ -9,6 +9,7 @@ connections.  Standard library only.  Counts are shared by all listeners.
   /error/<id>      500, always
   /flaky/<id>      503 twice per id, then 200
   /throttle/<id>   429 with Retry-After: 1 once per id, then 200
+  /throttled/<id>  429 with Retry-After: 1, always
   /slow/<id>       200 after 5 s
   /invalid/<id>    200 with a body that is not JSON
   /big/<id>        200 with a 256 kB JSON body
@@ -178,6 +179,8 @@ async def route(path, query, headers, listener):
         if seen[path] == 1:
             return respond(429, '{"error": "slow down"}', ["Retry-After: 1"])
         return respond(200, json.dumps({"id": oid}))
+    if kind == "throttled":
+        return respond(429, '{"error": "slow down"}', ["Retry-After: 1"])
     if kind == "slow":
         return respond(200, json.dumps({"id": oid}))
     if kind == "invalid":
