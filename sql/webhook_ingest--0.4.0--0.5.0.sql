@@ -41,8 +41,8 @@ BEGIN
     IF weight IS NULL OR weight NOT BETWEEN 1 AND 1000 THEN
         RAISE EXCEPTION 'weight must be between 1 and 1000' USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF rate_limit IS NOT NULL AND NOT (rate_limit > 0 AND rate_limit <= 1000000) THEN
-        RAISE EXCEPTION 'rate_limit must be more than 0 and at most 1000000 requests per second'
+    IF rate_limit IS NOT NULL AND NOT (rate_limit >= 0.001 AND rate_limit <= 1000000) THEN
+        RAISE EXCEPTION 'rate_limit must be between 0.001 and 1000000 requests per second'
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'NULL (reset_limits => true in alter_source) means no limit.';
     END IF;
@@ -60,7 +60,11 @@ BEGIN
 END
 $fn$;
 
-/* sources_guard checks the scheduling settings too, whoever writes the row. */
+/*
+ * sources_guard checks the scheduling settings too, whoever writes the row,
+ * and stamps updated_at on every update (the worker ends a source's throttle
+ * when its row changes).
+ */
 CREATE OR REPLACE FUNCTION webhook_ingest._guard_source()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -99,6 +103,10 @@ BEGIN
                                       current_user, owner::regrole),
                       HINT = 'Register it as a role that has them (a member of the owner role), or as a superuser.';
         END IF;
+    END IF;
+    -- Any change of the row is one for the worker too (it ends a throttle of the source).
+    IF TG_OP = 'UPDATE' THEN
+        NEW.updated_at := now();
     END IF;
     IF NEW.enqueue_roles IS NOT NULL
        AND (TG_OP = 'INSERT' OR NEW.enqueue_roles::oid[] IS DISTINCT FROM OLD.enqueue_roles::oid[]) THEN
@@ -302,7 +310,7 @@ DROP INDEX webhook_ingest.jobs_due;
 ALTER INDEX webhook_ingest.jobs_due_new RENAME TO jobs_due;
 
 /*
- * What the worker's scheduler holds for each source (src/scheduler_sql.c,
+ * What the worker's scheduler holds for each source (src/shmem.c,
  * from shared memory): fetches in flight, and a throttle the upstream asked
  * for.  queue_stats shows them.
  */

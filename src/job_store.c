@@ -241,8 +241,8 @@ purge_events(void *arg)
 	Datum		args[1] = {Int32GetDatum((int32) *forgotten)};
 	bool		isnull;
 
-	if (wi_run_cached(&plan, "SELECT webhook_ingest.purge_events($1)", 1, types, args, NULL, false) != SPI_OK_SELECT ||
-		SPI_processed != 1)
+	if (wi_run_cached(&plan, "SELECT webhook_ingest.purge_events($1)", 1, types, args, NULL, false) !=
+		SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "could not purge event ids");
 	*forgotten = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
@@ -354,14 +354,51 @@ typedef struct Claim
 
 static void claim(void *arg);
 
+/* Transfers of a claim that did not commit: nothing was started for them. */
+static void
+free_claimed(List *claimed)
+{
+	ListCell   *lc;
+
+	foreach(lc, claimed)
+	{
+		Transfer   *t = (Transfer *) lfirst(lc);
+
+		wi_http_release(t);
+		pfree(t->source);
+		pfree(t->external_id);
+		pfree(t->url);
+		pfree(t);
+	}
+	list_free(claimed);
+}
+
 List *
 wi_claim(int max_jobs, int lease_s, MemoryContext cxt)
 {
-	Claim		c = {max_jobs, lease_s, cxt, NIL};
+	Claim	   *c = palloc(sizeof(Claim));	/* read after a longjmp: not on the stack */
+	bool		committed;
 
-	if (!wi_in_tx("webhook_ingest: claiming due jobs", claim, &c))
+	c->max_jobs = max_jobs;
+	c->lease_s = lease_s;
+	c->cxt = cxt;
+	c->claimed = NIL;
+	PG_TRY();
+	{
+		committed = wi_in_tx("webhook_ingest: claiming due jobs", claim, c);
+	}
+	PG_CATCH();
+	{
+		free_claimed(c->claimed);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	if (!committed)
+	{
+		free_claimed(c->claimed);
 		return NIL;
-	return c.claimed;
+	}
+	return c->claimed;
 }
 
 /* Every source's scheduling settings, into the scheduler. */
@@ -495,7 +532,6 @@ claim_pass(Claim *c, WiQuota *quotas, int n)
 	const char **names = palloc(sizeof(char *) * n);
 	Datum	   *counts = palloc(sizeof(Datum) * n);
 	TimestampTz *froms = palloc(sizeof(TimestampTz) * n);
-	List	   *claimed = c->claimed;
 
 	for (int i = 0; i < n; i++)
 	{
@@ -540,10 +576,9 @@ claim_pass(Claim *c, WiQuota *quotas, int n)
 		{
 			MemoryContext old = MemoryContextSwitchTo(cxt);
 
-			claimed = lappend(claimed, t);
+			c->claimed = lappend(c->claimed, t);	/* at once: freed if the claim fails */
 			MemoryContextSwitchTo(old);
 		}
 	}
-	c->claimed = claimed;
 }
 

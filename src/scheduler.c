@@ -59,7 +59,8 @@ typedef struct SourceSched
 	TimestampTz throttled_until;	/* 0: not throttled */
 	TimestampTz throttled_at;
 	char		throttled_by[32];
-	bool		probing;		/* its throttle ran out: one fetch at a time until a response does not throttle */
+	bool		probing;		/* its throttle ran out: one fetch at a time until
+								 * a response does not throttle */
 
 	double		level;			/* in this pass: (in flight + claiming) / weight */
 	bool		backlogged;		/* its last claim filled its quota: more may be due */
@@ -140,6 +141,8 @@ wi_sched_refresh(const char *name, bool paused, int weight, double rate_limit, i
 	}
 	s->present = true;
 	s->paused = paused;
+	if (rate_limit > 0 && s->rate_limit <= 0)
+		s->tokens = -1;			/* newly limited: a full bucket, below */
 	s->weight = Max(weight, 1);
 	s->rate_limit = rate_limit > 0 ? rate_limit : 0;
 	s->burst = rate_limit > 0 ? (rate_burst > 0 ? rate_burst : default_burst(rate_limit)) : 0;
@@ -175,7 +178,8 @@ refill_tokens(SourceSched *s, TimestampTz now)
 {
 	if (s->rate_limit <= 0 || now <= s->tokens_at)
 		return;
-	s->tokens = Min((double) s->burst, s->tokens + s->rate_limit * (double) (now - s->tokens_at) / USECS_PER_SEC);
+	s->tokens = Min((double) s->burst,
+					s->tokens + s->rate_limit * (double) (now - s->tokens_at) / USECS_PER_SEC);
 	s->tokens_at = now;
 }
 

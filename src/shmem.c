@@ -315,8 +315,8 @@ webhook_ingest_worker_status_all(PG_FUNCTION_ARGS)
 	copies = palloc(sizeof(WiSlot) * wi_shared->nslots);
 	SpinLockAcquire(&wi_shared->mutex);
 	for (int i = 0; i < wi_shared->nslots; i++)
-		if (OidIsValid(wi_shared->slots[i].database))
-			memcpy(&copies[n++], &wi_shared->slots[i], sizeof(WiSlot));
+		if (OidIsValid(wi_shared->slots[i].database))	/* not the sources shown */
+			memcpy(&copies[n++], &wi_shared->slots[i], offsetof(WiSlot, nshown));
 	ncapped = wi_shared->ncapped;
 	memcpy(capped, wi_shared->capped, sizeof(Oid) * ncapped);
 	SpinLockRelease(&wi_shared->mutex);

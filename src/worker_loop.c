@@ -282,7 +282,10 @@ forget_abandoned(WorkerLoop *loop, int64 job_id)
 			loop->abandoned[i--] = loop->abandoned[--loop->nabandoned];
 }
 
-/* Transfer slots free now; deferred results hold none (an application holding rows locked must not starve the rest). */
+/*
+ * Transfer slots free now; deferred results hold none (an application holding
+ * rows locked must not starve the rest).
+ */
 static int
 free_slots(WorkerLoop *loop)
 {

@@ -280,7 +280,9 @@ SELECT sqlstate_of($$SELECT webhook_ingest.add_source('bad', 'http://127.0.0.1:1
        sqlstate_of($$SELECT webhook_ingest.add_source('bad', 'http://127.0.0.1:18080/posts/{external_id}', rate_limit => 'NaN')$$)
        = '22023' AS rate_limit_nan,
        sqlstate_of($$SELECT webhook_ingest.add_source('bad', 'http://127.0.0.1:18080/posts/{external_id}', rate_limit => 'Infinity')$$)
-       = '22023' AS rate_limit_infinite;
+       = '22023' AS rate_limit_infinite,
+       sqlstate_of($$SELECT webhook_ingest.add_source('bad', 'http://127.0.0.1:18080/posts/{external_id}', rate_limit => 0.0001)$$)
+       = '22023' AS rate_limit_below_a_thousandth;
 SELECT sqlstate_of($$SELECT webhook_ingest.add_source('bad', 'http://127.0.0.1:18080/posts/{external_id}', rate_burst => 5)$$)
        = '22023' AS burst_without_rate,
        sqlstate_of($$SELECT webhook_ingest.add_source('bad', 'http://127.0.0.1:18080/posts/{external_id}', rate_limit => 5, rate_burst => 0)$$)
