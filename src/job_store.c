@@ -14,6 +14,7 @@
 
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #if PG_VERSION_NUM >= 150000
 #include "common/pg_prng.h"
@@ -32,6 +33,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/pg_lsn.h"
+#include "utils/inval.h"
 #include "utils/snapmgr.h"
 
 #include "webhook_ingest.h"
@@ -401,12 +403,40 @@ wi_claim(int max_jobs, int lease_s, MemoryContext cxt)
 	return c->claimed;
 }
 
-/* Every source's scheduling settings, into the scheduler. */
+/*
+ * Set by any relcache invalidation of sources (its statement trigger sends
+ * one for every change, see source_cache.c) or of everything: the next claim
+ * reads the sources' settings again.  Claims in between (thousands a second
+ * under load, with any number of sources) do not.
+ */
+static uint64 sources_changes = 1;	/* invalidations seen */
+static uint64 sources_read = 0;	/* sources_changes when the last complete read began */
+static Oid	sources_relid = InvalidOid;
+
+static void
+sources_changed(Datum arg, Oid relid)
+{
+	if (!OidIsValid(relid) || !OidIsValid(sources_relid) || relid == sources_relid)
+		sources_changes++;
+}
+
+/* Every source's scheduling settings, into the scheduler, if they changed since the last read. */
 static void
 read_sources(void)
 {
 	static SPIPlanPtr plan = NULL;
+	static bool registered = false;
+	uint64		changes = sources_changes;	/* one during the read counts again */
 
+	if (!registered)
+	{
+		CacheRegisterRelcacheCallback(sources_changed, (Datum) 0);
+		registered = true;
+	}
+	if (changes == sources_read)
+		return;
+	sources_relid = get_relname_relid("sources", get_namespace_oid("webhook_ingest", false));
+	wi_sched_begin_refresh();
 	if (wi_run_cached(&plan,
 					  "SELECT name, paused, weight, coalesce(rate_limit, 0), coalesce(rate_burst, 0),"
 					  "       coalesce(max_in_flight, 0), updated_at FROM webhook_ingest.sources",
@@ -427,6 +457,7 @@ read_sources(void)
 						 DatumGetTimestampTz(SPI_getbinval(tup, desc, 7, &isnull)));
 	}
 	wi_sched_forget_dropped();
+	sources_read = changes;		/* complete: an error above reads again next time */
 }
 
 static Datum

@@ -96,7 +96,7 @@ lookup(const char *name)
 	return (SourceSched *) hash_search(sources, name, HASH_FIND, NULL);
 }
 
-/* A claim begins: nothing claimed in it yet, no source drained, sources to be read. */
+/* A claim begins: nothing claimed in it yet, no source drained. */
 void
 wi_sched_begin_claim(void)
 {
@@ -106,7 +106,6 @@ wi_sched_begin_claim(void)
 	hash_seq_init(&seq, sources);
 	while ((s = hash_seq_search(&seq)) != NULL)
 	{
-		s->present = false;
 		s->claiming = 0;
 		s->probed = false;
 		s->has_due = false;
@@ -160,7 +159,22 @@ wi_sched_refresh(const char *name, bool paused, int weight, double rate_limit, i
 	s->updated_at = updated_at;
 }
 
-/* Sources no longer in the table, with nothing in flight, are forgotten. */
+/* The sources are read anew: each row read is refreshed (wi_sched_refresh). */
+void
+wi_sched_begin_refresh(void)
+{
+	HASH_SEQ_STATUS seq;
+	SourceSched *s;
+
+	hash_seq_init(&seq, sources);
+	while ((s = hash_seq_search(&seq)) != NULL)
+		s->present = false;
+}
+
+/*
+ * After a read of sources: those no longer in the table, with nothing in
+ * flight, are forgotten.
+ */
 void
 wi_sched_forget_dropped(void)
 {

@@ -34,6 +34,7 @@ typedef struct WiSourceShown
 
 extern void wi_sched_init(void);
 extern void wi_sched_begin_claim(void);
+extern void wi_sched_begin_refresh(void);
 extern void wi_sched_refresh(const char *name, bool paused, int weight, double rate_limit, int rate_burst,
 							 int max_in_flight, TimestampTz updated_at);
 extern void wi_sched_forget_dropped(void);

@@ -4,8 +4,9 @@
 # source's bucket "has a token", but the bucket is refilled only for a
 # source that may fetch (allowance()): a paused source's bucket is never
 # refilled, so the wait stays 0 until it is resumed.  And for a rate_limit
-# below about 1e-13 per second (which _check_limits accepts) the time to
-# the next token overflows TimestampTz and wraps into the past: 0 again.
+# below about 1e-13 per second (which _check_limits accepted then) the time
+# to the next token overflowed TimestampTz and wrapped into the past: 0
+# again (now refused below 0.001/s, and the wait is capped at a day).
 # Seen failing: about 1.2-1.5 s of worker CPU per 3 s and some 50 000
 # empty claim transactions a second, in both cases.
 use strict;
@@ -54,16 +55,21 @@ $node->safe_psql('postgres', q{
 $node->poll_query_until('postgres', q{SELECT count(*) = 0 FROM webhook_ingest.jobs WHERE state <> 'done'})
   or die 'the limited source did not drain';
 
-# A very low rate: the first fetch takes the only token, the next is years away.
+# A very low rate (the lowest allowed, 0.001/s): the first fetch takes the only
+# token, the next is 1 000 s away.  Lower rates are refused (the time to the
+# next token could overflow).
+my ($ret) = $node->psql('postgres',
+	q{SELECT webhook_ingest.add_source('lower', 'http://127.0.0.1:18080/posts/{external_id}', rate_limit => 1e-14)});
+isnt($ret, 0, 'a rate_limit of 1e-14 is refused');
 $node->safe_psql('postgres', q{
-	SELECT webhook_ingest.add_source('low', 'http://127.0.0.1:18080/posts/{external_id}', rate_limit => 1e-14);
+	SELECT webhook_ingest.add_source('low', 'http://127.0.0.1:18080/posts/{external_id}', rate_limit => 0.001);
 	SELECT count(*) FROM generate_series(1, 5) g, webhook_ingest.enqueue('low', 'm' || g);
 });
 $node->poll_query_until('postgres', q{SELECT count(*) = 1 FROM webhook_ingest.jobs WHERE source = 'low' AND state = 'done'})
   or die 'the first fetch at a low rate did not happen';
 usleep(300_000);
 my $low = worker_cpu_ms();
-cmp_ok($low, '<', 300, "a source with rate_limit 1e-14 does not make the worker spin ($low ms of CPU in 3 s)");
+cmp_ok($low, '<', 300, "a source with rate_limit 0.001 does not make the worker spin ($low ms of CPU in 3 s)");
 is($node->safe_psql('postgres', q{SELECT count(*) FROM webhook_ingest.jobs WHERE state = 'pending'}), '4',
 	'nor does it fetch more than its one token');
 $node->stop;
