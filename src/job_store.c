@@ -481,7 +481,12 @@ timestamptz_array(const TimestampTz *values, int n)
 										   TYPALIGN_DOUBLE));
 }
 
-/* Which of the sources that may fetch now have due jobs (one index probe each). */
+/*
+ * Which of the sources that may fetch now have due jobs: one index probe
+ * each (a LATERAL ... LIMIT 1 can only be a parameterised probe of jobs_due
+ * from the source's walk position; an EXISTS let the plan, made once,
+ * hash every due job instead).
+ */
 static void
 probe_due(TimestampTz now)
 {
@@ -498,9 +503,10 @@ probe_due(TimestampTz now)
 	args[1] = timestamptz_array(froms, n);
 	if (wi_run_cached(&plan,
 					  "SELECT q.source FROM unnest($1::text[], $2::timestamptz[]) AS q(source, from_at)"
-					  " WHERE EXISTS (SELECT FROM webhook_ingest.jobs pj"
-					  "                WHERE pj.state = 'pending' AND pj.source = q.source COLLATE \"C\""
-					  "                  AND pj.next_attempt_at >= q.from_at AND pj.next_attempt_at <= now())",
+					  " CROSS JOIN LATERAL (SELECT FROM webhook_ingest.jobs pj"
+					  "   WHERE pj.state = 'pending' AND pj.source = q.source COLLATE \"C\""
+					  "     AND pj.next_attempt_at >= q.from_at AND pj.next_attempt_at <= now()"
+					  "   ORDER BY pj.next_attempt_at LIMIT 1) due",
 					  2, types, args, NULL, true) != SPI_OK_SELECT)
 		elog(ERROR, "could not look for due jobs");
 	for (uint64 i = 0; i < SPI_processed; i++)

@@ -96,9 +96,17 @@ transfers_allowed_by_file_limit(void)
 	}
 	allowed = (int) Min((rlim_t) INT_MAX, rl.rlim_cur) - max_files_per_process - WI_RESERVED_FDS;
 	allowed = Max(allowed, 1);
-	ereport(LOG,
-			(errmsg("webhook_ingest worker: file limit %lu, up to %d transfers in flight",
-					(unsigned long) rl.rlim_cur, Min(allowed, wi_max_concurrent_requests))));
+	if (allowed < wi_max_concurrent_requests)
+		ereport(WARNING,
+				(errmsg("webhook_ingest worker: file limit %lu allows only %d of webhook_ingest.max_concurrent_requests (%d) transfers in flight",
+						(unsigned long) rl.rlim_cur, allowed, wi_max_concurrent_requests),
+				 errdetail("Each transfer holds a socket, and max_files_per_process (%d) plus %d descriptors are kept for the server's own files.",
+						   max_files_per_process, WI_RESERVED_FDS),
+				 errhint("Raise the server's hard open-file limit (LimitNOFILE in its systemd unit, or ulimit -Hn).")));
+	else
+		ereport(LOG,
+				(errmsg("webhook_ingest worker: file limit %lu, up to %d transfers in flight",
+						(unsigned long) rl.rlim_cur, wi_max_concurrent_requests)));
 	return allowed;
 }
 
