@@ -20,6 +20,7 @@ typedef struct WiSourceAccess
 
 /* source_cache.c */
 extern bool wi_source_lookup(text *source, bool fresh, WiSourceAccess *access);
+extern uint64 wi_sources_generation(void);
 
 /* access.c */
 extern bool wi_source_admits(const WiSourceAccess *access, Oid user);

@@ -35,12 +35,11 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
-#include "storage/lmgr.h"
+#include "nodes/makefuncs.h"
 #include "tcop/tcopprot.h"
 #include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
-#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 
 #include "webhook_ingest.h"
@@ -155,31 +154,17 @@ make_result(int64 job_id, bool job_id_null, EnqueueOutcome outcome)
 	return HeapTupleGetDatum(heap_form_tuple(result_desc, values, nulls));
 }
 
-static Oid
-jobs_relid(void)
-{
-	Oid			relid = get_relname_relid("jobs", get_namespace_oid(WI_SCHEMA_NAME, false));
-
-	if (!OidIsValid(relid))
-		elog(ERROR, "relation webhook_ingest.jobs is missing");
-	return relid;
-}
-
 /*
  * Take ROW EXCLUSIVE on jobs before any lookup takes its snapshot:
  * drop_source() holds SHARE on jobs while it deletes, so once we have the
- * lock a dropped source is gone from our snapshot too.  Taking the lock also
- * processes pending invalidations: if jobs is another table by then, lock
- * that one too.
+ * lock a dropped source is gone from our snapshot too.  The catalog's
+ * lookup locks and looks again until the name still means the table it
+ * locked.
  */
 static void
 lock_jobs(void)
 {
-	Oid			jobs = jobs_relid();
-
-	LockRelationOid(jobs, RowExclusiveLock);
-	if (jobs_relid() != jobs)
-		LockRelationOid(jobs_relid(), RowExclusiveLock);
+	(void) RangeVarGetRelid(makeRangeVar(WI_SCHEMA_NAME, "jobs", -1), RowExclusiveLock, false);
 }
 
 /*

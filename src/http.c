@@ -465,6 +465,19 @@ wi_http_finished(void)
 	return NULL;
 }
 
+/* A Transfer and all it holds (curl's, the body, its strings). */
+void
+wi_transfer_free(Transfer *t)
+{
+	wi_http_release(t);
+	pfree(t->source);
+	pfree(t->external_id);
+	pfree(t->url);
+	if (t->why)
+		pfree(t->why);
+	pfree(t);
+}
+
 /* Free what curl and the body hold; the Transfer itself is the caller's. */
 void
 wi_http_release(Transfer *t)

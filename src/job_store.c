@@ -14,7 +14,6 @@
 
 #include "access/xact.h"
 #include "access/xlog.h"
-#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #if PG_VERSION_NUM >= 150000
 #include "common/pg_prng.h"
@@ -33,10 +32,10 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/pg_lsn.h"
-#include "utils/inval.h"
 #include "utils/snapmgr.h"
 
 #include "webhook_ingest.h"
+#include "access.h"
 #include "http.h"
 #include "job_store.h"
 #include "scheduler.h"
@@ -363,15 +362,7 @@ free_claimed(List *claimed)
 	ListCell   *lc;
 
 	foreach(lc, claimed)
-	{
-		Transfer   *t = (Transfer *) lfirst(lc);
-
-		wi_http_release(t);
-		pfree(t->source);
-		pfree(t->external_id);
-		pfree(t->url);
-		pfree(t);
-	}
+		wi_transfer_free((Transfer *) lfirst(lc));
 	list_free(claimed);
 }
 
@@ -404,38 +395,19 @@ wi_claim(int max_jobs, int lease_s, MemoryContext cxt)
 }
 
 /*
- * Set by any relcache invalidation of sources (its statement trigger sends
- * one for every change, see source_cache.c) or of everything: the next claim
- * reads the sources' settings again.  Claims in between (thousands a second
- * under load, with any number of sources) do not.
+ * Every source's scheduling settings, into the scheduler, if sources changed
+ * since the last complete read (wi_sources_generation); claims in between
+ * (thousands a second under load, with any number of sources) read nothing.
  */
-static uint64 sources_changes = 1;	/* invalidations seen */
-static uint64 sources_read = 0;	/* sources_changes when the last complete read began */
-static Oid	sources_relid = InvalidOid;
-
-static void
-sources_changed(Datum arg, Oid relid)
-{
-	if (!OidIsValid(relid) || !OidIsValid(sources_relid) || relid == sources_relid)
-		sources_changes++;
-}
-
-/* Every source's scheduling settings, into the scheduler, if they changed since the last read. */
 static void
 read_sources(void)
 {
 	static SPIPlanPtr plan = NULL;
-	static bool registered = false;
-	uint64		changes = sources_changes;	/* one during the read counts again */
+	static uint64 read_generation = 0;
+	uint64		generation = wi_sources_generation();	/* a change during the read counts again */
 
-	if (!registered)
-	{
-		CacheRegisterRelcacheCallback(sources_changed, (Datum) 0);
-		registered = true;
-	}
-	if (changes == sources_read)
+	if (generation == read_generation)
 		return;
-	sources_relid = get_relname_relid("sources", get_namespace_oid("webhook_ingest", false));
 	wi_sched_begin_refresh();
 	if (wi_run_cached(&plan,
 					  "SELECT name, paused, weight, coalesce(rate_limit, 0), coalesce(rate_burst, 0),"
@@ -457,7 +429,7 @@ read_sources(void)
 						 DatumGetTimestampTz(SPI_getbinval(tup, desc, 7, &isnull)));
 	}
 	wi_sched_forget_dropped();
-	sources_read = changes;		/* complete: an error above reads again next time */
+	read_generation = generation;	/* complete: an error above reads again next time */
 }
 
 static Datum

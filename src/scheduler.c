@@ -50,7 +50,6 @@ typedef struct SourceSched
 	double		rate_limit;		/* requests per second; 0: none */
 	int			burst;
 	int			max_in_flight;	/* 0: none */
-	TimestampTz updated_at;		/* of its row */
 
 	int			in_flight;		/* claimed, fetch not finished */
 	int			claiming;		/* claimed in the open claim transaction */
@@ -79,6 +78,20 @@ typedef struct SourceSched
 static HTAB *sources = NULL;
 static bool throttles_changed = false;	/* since wi_sched_shown last ran */
 
+/*
+ * wi_sched_wait_ms's answer, kept between the loop's passes (it asks twice a
+ * pass) until something it depends on changes: every function here that
+ * changes a source's state says so with state_changed().
+ */
+static TimestampTz soonest_wake = DT_NOEND;
+static bool soonest_wake_known = false;
+
+static inline void
+state_changed(void)
+{
+	soonest_wake_known = false;
+}
+
 void
 wi_sched_init(void)
 {
@@ -103,6 +116,7 @@ wi_sched_begin_claim(void)
 	HASH_SEQ_STATUS seq;
 	SourceSched *s;
 
+	state_changed();
 	hash_seq_init(&seq, sources);
 	while ((s = hash_seq_search(&seq)) != NULL)
 	{
@@ -128,6 +142,7 @@ wi_sched_refresh(const char *name, bool paused, int weight, double rate_limit, i
 	bool		found;
 	SourceSched *s;
 
+	state_changed();
 	if (strlen(name) >= WI_SOURCE_NAME_LEN)
 		return;					/* cannot be: names are checked */
 	s = (SourceSched *) hash_search(sources, name, HASH_ENTER, &found);
@@ -156,7 +171,6 @@ wi_sched_refresh(const char *name, bool paused, int weight, double rate_limit, i
 		s->throttled_until = 0;
 		s->probing = false;
 	}
-	s->updated_at = updated_at;
 }
 
 /* The sources are read anew: each row read is refreshed (wi_sched_refresh). */
@@ -166,6 +180,7 @@ wi_sched_begin_refresh(void)
 	HASH_SEQ_STATUS seq;
 	SourceSched *s;
 
+	state_changed();
 	hash_seq_init(&seq, sources);
 	while ((s = hash_seq_search(&seq)) != NULL)
 		s->present = false;
@@ -181,6 +196,7 @@ wi_sched_forget_dropped(void)
 	HASH_SEQ_STATUS seq;
 	SourceSched *s;
 
+	state_changed();
 	hash_seq_init(&seq, sources);
 	while ((s = hash_seq_search(&seq)) != NULL)
 		if (!s->present && s->in_flight == 0)
@@ -310,6 +326,7 @@ wi_sched_candidates(TimestampTz now, const char ***names, TimestampTz **froms)
 
 	*names = palloc(sizeof(char *) * size);
 	*froms = palloc(sizeof(TimestampTz) * size);
+	state_changed();			/* allowance() refills buckets and ends throttles */
 	hash_seq_init(&seq, sources);
 	while ((s = hash_seq_search(&seq)) != NULL)
 	{
@@ -346,6 +363,7 @@ wi_sched_plan(int capacity, TimestampTz now, WiQuota **quotas)
 	int			n = 0;
 	int			nquotas = 0;
 
+	state_changed();
 	hash_seq_init(&seq, sources);
 	while ((s = hash_seq_search(&seq)) != NULL)
 	{
@@ -404,6 +422,7 @@ wi_sched_end_pass(TimestampTz claim_start)
 	SourceSched *s;
 	int			total = 0;
 
+	state_changed();
 	hash_seq_init(&seq, sources);
 	while ((s = hash_seq_search(&seq)) != NULL)
 	{
@@ -427,6 +446,7 @@ wi_sched_started(const char *source)
 
 	if (s == NULL)
 		return;
+	state_changed();
 	s->in_flight++;
 	if (s->rate_limit > 0)
 		s->tokens -= 1;
@@ -445,6 +465,7 @@ wi_sched_finished(const char *source, long throttle_s, const char *throttle_by)
 
 	if (s == NULL)
 		return;
+	state_changed();
 	s->in_flight = Max(s->in_flight - 1, 0);
 	if (throttle_s <= 0)
 	{
@@ -500,19 +521,23 @@ wi_sched_wait_ms(TimestampTz now)
 {
 	HASH_SEQ_STATUS seq;
 	SourceSched *s;
-	TimestampTz soonest = DT_NOEND;
 
-	hash_seq_init(&seq, sources);
-	while ((s = hash_seq_search(&seq)) != NULL)
+	if (!soonest_wake_known)
 	{
-		if (s->throttled_until != 0)	/* ends then, or has ended: a claim is due */
-			soonest = Min(soonest, s->throttled_until);
-		else if (s->present && !s->paused && s->backlogged && s->rate_limit > 0 && s->tokens < 1)
-			soonest = Min(soonest, next_token_at(s));
+		soonest_wake = DT_NOEND;
+		hash_seq_init(&seq, sources);
+		while ((s = hash_seq_search(&seq)) != NULL)
+		{
+			if (s->throttled_until != 0)	/* ends then, or has ended: a claim is due */
+				soonest_wake = Min(soonest_wake, s->throttled_until);
+			else if (s->present && !s->paused && s->backlogged && s->rate_limit > 0 && s->tokens < 1)
+				soonest_wake = Min(soonest_wake, next_token_at(s));
+		}
+		soonest_wake_known = true;
 	}
-	if (soonest == DT_NOEND)
+	if (soonest_wake == DT_NOEND)
 		return -1;
-	return soonest <= now ? 0 : (long) ((soonest - now + 999) / 1000);
+	return soonest_wake <= now ? 0 : (long) ((soonest_wake - now + 999) / 1000);
 }
 
 static int

@@ -418,20 +418,18 @@ wake_at_end_of_xact(XactEvent event, void *arg)
 				wi_shmem_all_jobs_finished();
 			else
 				wi_shmem_jobs_finished(finished_here, nfinished_here);
-			wake_at_commit = false;
-			nfinished_here = 0;
-			finished_here_overflow = false;
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 		case XACT_EVENT_PREPARE:
-			wake_at_commit = false;
-			nfinished_here = 0;
-			finished_here_overflow = false;
 			break;
 		default:
-			break;
+			return;
 	}
+	/* the transaction is over: nothing armed outlives it */
+	wake_at_commit = false;
+	nfinished_here = 0;
+	finished_here_overflow = false;
 }
 
 static void

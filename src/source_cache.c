@@ -55,6 +55,7 @@ typedef struct SourceEntry
 static MemoryContext cache_cxt = NULL;	/* the table and the role lists */
 static HTAB *known_sources = NULL;
 static uint64 invalidations = 0;	/* bumped by every invalidation seen */
+static uint64 sources_generation = 1;	/* bumped by those that may concern sources */
 static Oid	sources_relid = InvalidOid;	/* of the table the cache was read from */
 
 static void
@@ -63,13 +64,41 @@ forget_sources(Datum arg, Oid relid)
 	Oid			sources = sources_relid;
 
 	invalidations++;
-	if (known_sources != NULL &&
-		(!OidIsValid(relid) || !OidIsValid(sources) || relid == sources))
+	if (OidIsValid(relid) && OidIsValid(sources) && relid != sources)
+		return;
+	sources_generation++;
+	if (known_sources != NULL)
 	{
 		MemoryContextDelete(cache_cxt);
 		cache_cxt = NULL;
 		known_sources = NULL;
 	}
+}
+
+static void
+register_callback(void)
+{
+	static bool registered = false;
+
+	if (!registered)
+	{
+		CacheRegisterRelcacheCallback(forget_sources, (Datum) 0);
+		registered = true;
+	}
+}
+
+/*
+ * A number that changes with every invalidation that may concern sources
+ * (its statement trigger sends one for each change): the worker reads the
+ * sources' settings again only when it has.  In a transaction.
+ */
+uint64
+wi_sources_generation(void)
+{
+	register_callback();
+	if (!OidIsValid(sources_relid))
+		sources_relid = get_relname_relid("sources", get_namespace_oid(WI_SCHEMA_NAME, false));
+	return sources_generation;
 }
 
 static HTAB *
@@ -242,17 +271,12 @@ copy_info(SourceInfo *to, const SourceInfo *from, MemoryContext cxt)
 static const SourceInfo *
 lookup(text *source, bool fresh)
 {
-	static bool registered = false;
 	char		key[SOURCE_KEY_LEN];
 	uint64		before;
 	SourceEntry *entry;
 	SourceInfo *fetched = palloc(sizeof(SourceInfo));
 
-	if (!registered)
-	{
-		CacheRegisterRelcacheCallback(forget_sources, (Datum) 0);
-		registered = true;
-	}
+	register_callback();
 	if (fresh)
 		AcceptInvalidationMessages();
 	if (!key_of(source, key))

@@ -155,18 +155,6 @@ clean_up(TimestampTz *retention_from)
 	return behind;
 }
 
-static void
-free_transfer(Transfer *t)
-{
-	wi_http_release(t);
-	pfree(t->source);
-	pfree(t->external_id);
-	pfree(t->url);
-	if (t->why)
-		pfree(t->why);
-	pfree(t);
-}
-
 static void abandon(WorkerLoop *loop, Transfer *t);
 
 /* Append in the job context, where the lists of Transfers live. */
@@ -411,7 +399,7 @@ complete_finished(WorkerLoop *loop)
 			if (list_member_ptr(later, lfirst(lc)))
 				loop->deferred = keep(loop, loop->deferred, lfirst(lc));
 			else
-				free_transfer((Transfer *) lfirst(lc));
+				wi_transfer_free((Transfer *) lfirst(lc));
 		}
 	}
 }
@@ -546,7 +534,7 @@ abandon(WorkerLoop *loop, Transfer *t)
 			MemoryContextAlloc(loop->job_cxt, sizeof(int64) * loop->abandoned_size);
 	}
 	loop->abandoned[loop->nabandoned++] = t->job_id;
-	free_transfer(t);
+	wi_transfer_free(t);
 }
 
 /*
