@@ -453,11 +453,11 @@ wi_sched_started(const char *source)
 }
 
 /*
- * A fetch of source finished (or never started); throttle_s > 0: the
- * upstream asked the whole source to hold off that long.
+ * A fetch of source finished (or never started); answered: the upstream sent
+ * a response; throttle_s > 0: it asked the whole source to hold off that long.
  */
 void
-wi_sched_finished(const char *source, long throttle_s, const char *throttle_by)
+wi_sched_finished(const char *source, bool answered, long throttle_s, const char *throttle_by)
 {
 	SourceSched *s = lookup(source);
 	TimestampTz now;
@@ -469,7 +469,8 @@ wi_sched_finished(const char *source, long throttle_s, const char *throttle_by)
 	s->in_flight = Max(s->in_flight - 1, 0);
 	if (throttle_s <= 0)
 	{
-		s->probing = false;		/* the upstream answers: all of its share again */
+		if (answered)
+			s->probing = false; /* an answer that does not throttle: all of its share again */
 		return;
 	}
 	now = GetCurrentTimestamp();

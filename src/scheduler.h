@@ -44,7 +44,7 @@ extern int	wi_sched_plan(int capacity, TimestampTz now, WiQuota **quotas);
 extern void wi_sched_claimed(const char *source, TimestampTz next_attempt_at);
 extern int	wi_sched_end_pass(TimestampTz claim_start);
 extern void wi_sched_started(const char *source);
-extern void wi_sched_finished(const char *source, long throttle_s, const char *throttle_by);
+extern void wi_sched_finished(const char *source, bool answered, long throttle_s, const char *throttle_by);
 extern void wi_sched_rewind(void);
 extern long wi_sched_wait_ms(TimestampTz now);
 extern bool wi_sched_throttles_changed(void);

@@ -316,7 +316,7 @@ refill(WorkerLoop *loop)
 			/* Counts as a failed attempt. */
 			ereport(WARNING, (errmsg("webhook_ingest worker: %s", error)));
 			t->result = CURLE_FAILED_INIT;
-			wi_sched_finished(t->source, -1, NULL);
+			wi_sched_finished(t->source, false, -1, NULL);
 			loop->finished = keep(loop, loop->finished, t);
 		}
 	}
@@ -441,7 +441,7 @@ complete(WorkerLoop *loop)
 
 	while ((t = wi_http_finished()) != NULL)
 	{
-		wi_sched_finished(t->source, t->throttle_s, t->throttle_by);
+		wi_sched_finished(t->source, t->status > 0, t->throttle_s, t->throttle_by);
 		loop->finished = keep(loop, loop->finished, t);
 	}
 	if (had_deferred && GetCurrentTimestamp() >= loop->next_deferred_try)
