@@ -35,11 +35,12 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
-#include "nodes/makefuncs.h"
+#include "storage/lmgr.h"
 #include "tcop/tcopprot.h"
 #include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 
 #include "webhook_ingest.h"
@@ -157,14 +158,28 @@ make_result(int64 job_id, bool job_id_null, EnqueueOutcome outcome)
 /*
  * Take ROW EXCLUSIVE on jobs before any lookup takes its snapshot:
  * drop_source() holds SHARE on jobs while it deletes, so once we have the
- * lock a dropped source is gone from our snapshot too.  The catalog's
- * lookup locks and looks again until the name still means the table it
- * locked.
+ * lock a dropped source is gone from our snapshot too.  Lock, then look
+ * again (the lock processed pending invalidations) until the name still
+ * means the table locked.  Not RangeVarGetRelid: it checks the caller's
+ * USAGE on the schema, which enqueue() never needed (a wrapper bound at its
+ * creation calls it without naming the schema).
  */
 static void
 lock_jobs(void)
 {
-	(void) RangeVarGetRelid(makeRangeVar(WI_SCHEMA_NAME, "jobs", -1), RowExclusiveLock, false);
+	Oid			locked = InvalidOid;
+
+	for (;;)
+	{
+		Oid			jobs = get_relname_relid("jobs", get_namespace_oid(WI_SCHEMA_NAME, false));
+
+		if (!OidIsValid(jobs))
+			elog(ERROR, "relation webhook_ingest.jobs is missing");
+		if (jobs == locked)
+			return;
+		LockRelationOid(jobs, RowExclusiveLock);
+		locked = jobs;
+	}
 }
 
 /*
