@@ -441,7 +441,8 @@ complete(WorkerLoop *loop)
 
 	while ((t = wi_http_finished()) != NULL)
 	{
-		wi_sched_finished(t->source, t->status > 0, t->throttle_s, t->throttle_by);
+		/* answered: a whole response (headers then a reset is a connection error) */
+		wi_sched_finished(t->source, t->status > 0 && t->result == CURLE_OK, t->throttle_s, t->throttle_by);
 		loop->finished = keep(loop, loop->finished, t);
 	}
 	if (had_deferred && GetCurrentTimestamp() >= loop->next_deferred_try)
