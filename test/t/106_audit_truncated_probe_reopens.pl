@@ -15,6 +15,7 @@ use AuditNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep);
+use HTTP::Tiny;
 
 my $port = 18095;
 my $dir = PostgreSQL::Test::Utils::tempdir();
@@ -69,7 +70,7 @@ $node->poll_query_until('postgres', q{
   or die 'the source was not throttled';
 $node->safe_psql('postgres', q{SELECT count(*) FROM generate_series(1, 40) g, webhook_ingest.enqueue('cut', 'j' || g)});
 usleep(4_000_000);
-my ($peak, $after) = split / /, `curl -s http://127.0.0.1:$port/peak`;
+my ($peak, $after) = split / /, HTTP::Tiny->new(no_proxy => [q{127.0.0.1}])->get("http://127.0.0.1:$port/peak")->{content};
 ok(defined $after && $after >= 2, "the source was probed after its throttle ($after requests)");
 is($peak, 1, "a probe whose response is cut short does not reopen the source (peak $peak concurrent requests)");
 $node->stop;
