@@ -12,7 +12,7 @@
  *		   payloads times transfers in flight), run its handler as the
  *		   handler's owner (handler_call.c) or store the document, mark it
  *		   done - or record the failed attempt;
- *		3. after commit, write the commit LSN into done_lsn, wake
+ *		3. after commit, write the commit LSN (done_batches), wake
  *		   wait_for_job(), count for the views.
  *
  *		Every state change is guarded by (id, state = 'running', attempts);
@@ -60,12 +60,16 @@
 /* How often curl is served between the jobs of a batch. */
 #define WI_SERVE_EVERY_MS	10
 
-/* Done jobs whose done_lsn could not be written yet (their row was locked). */
-#define WI_LSN_BACKLOG_MAX	4096
-static int64 lsn_backlog[WI_LSN_BACKLOG_MAX];
+/*
+ * Completion batches whose done_batches row could not be written yet (a
+ * lock timeout): their finished_at, written with a later LSN next time.
+ */
+#define WI_LSN_BACKLOG_MAX	1024
+static TimestampTz lsn_backlog[WI_LSN_BACKLOG_MAX];
 static int	lsn_backlog_len = 0;
-static int64 lsn_left[WI_LSN_BACKLOG_MAX];	/* what the last write left, while it runs */
-static int	lsn_left_len = 0;
+
+/* The finished_at of the jobs the last committed batch made done: its now(). */
+static TimestampTz batch_finished_at = 0;
 
 static Transfer *
 find_transfer(List *batch, int64 job_id)
@@ -102,7 +106,7 @@ lock_batch(List *batch)
 	}
 	args[0] = wi_id_array(ids, n);
 	if (wi_run_replanned(&lock_plan,
-						 "SELECT j.id, j.attempts, j.state::text = 'running' FROM webhook_ingest.jobs j"
+						 "SELECT j.id, j.attempts, j.state::text = 'running' FROM webhook_ingest.queue j"
 						 " WHERE j.id = ANY ($1) FOR NO KEY UPDATE SKIP LOCKED",
 						 1, types, args, NULL) != SPI_OK_SELECT)
 		elog(ERROR, "could not lock the batch's jobs");
@@ -126,7 +130,7 @@ lock_batch(List *batch)
 			ids[n++] = ((Transfer *) lfirst(lc))->job_id;
 	args[0] = wi_id_array(ids, n);
 	if (wi_run_replanned(&probe_plan,
-						 "SELECT j.id, j.attempts FROM webhook_ingest.jobs j"
+						 "SELECT j.id, j.attempts FROM webhook_ingest.queue j"
 						 " WHERE j.id = ANY ($1) AND j.state::text = 'running'",
 						 1, types, args, NULL) != SPI_OK_SELECT)
 		elog(ERROR, "could not look up the batch's jobs");
@@ -176,7 +180,7 @@ static void
 record_failure(Transfer *t, WiVerdict verdict, const char *why, long elapsed_ms)
 {
 	static const char *sql =
-		"UPDATE webhook_ingest.jobs SET"
+		"UPDATE webhook_ingest.queue SET"
 		"  state = CASE WHEN $4 AND NOT refetch THEN 'dead' ELSE 'pending' END::webhook_ingest.job_state,"
 		"  attempts = CASE WHEN $4 AND refetch THEN 0 ELSE attempts END,"
 		"  next_attempt_at = CASE WHEN $4 THEN now() ELSE now() + $5 * interval '1 millisecond' END,"
@@ -244,7 +248,7 @@ load_payload(Transfer *t, bool *isnull)
 	Datum		args[1] = {Int64GetDatum(t->job_id)};
 	Datum		value;
 
-	if (wi_run_cached(&plan, "SELECT j.payload FROM webhook_ingest.jobs j WHERE j.id = $1",
+	if (wi_run_cached(&plan, "SELECT j.payload FROM webhook_ingest.queue j WHERE j.id = $1",
 					  1, types, args, NULL, true) != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "could not read the payload of job %lld", (long long) t->job_id);
 	value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, isnull);
@@ -269,24 +273,44 @@ store_document(Transfer *t, Datum external_id, Datum details, bool gone)
 		elog(ERROR, "could not store the document");
 }
 
-/* The job is done - or pending again, when a webhook came while it ran. */
+/*
+ * The job is done - or pending again, when a webhook came while it ran.  A
+ * done job leaves the queue for job_history in the same statement (its
+ * payload to kept_payloads if the source keeps them); its finished_at is
+ * the batch's now(), the key of its done_batches row.
+ */
 static void
 mark_done(Transfer *t)
 {
 	static const char *sql =
-		"UPDATE webhook_ingest.jobs SET"
-		"  state = CASE WHEN refetch THEN 'pending' ELSE 'done' END::webhook_ingest.job_state,"
-		"  attempts = CASE WHEN refetch THEN 0 ELSE attempts END,"
-		"  finished_at = CASE WHEN refetch THEN NULL ELSE now() END,"
-		"  next_attempt_at = now(), refetch = false, last_status = $3, last_error = NULL,"
-		"  lease_until = NULL, worker_pid = NULL, updated_at = now()"
-		" WHERE id = $1 AND state::text = 'running' AND attempts = $2"
-		" RETURNING state::text";
+		"WITH again AS ("
+		"  UPDATE webhook_ingest.queue SET"
+		"    state = 'pending', attempts = 0, finished_at = NULL, next_attempt_at = now(), refetch = false,"
+		"    last_status = $3, last_error = NULL, lease_until = NULL, worker_pid = NULL, updated_at = now()"
+		"   WHERE id = $1 AND state::text = 'running' AND attempts = $2 AND refetch"
+		"   RETURNING id),"
+		" gone AS ("
+		"  DELETE FROM webhook_ingest.queue"
+		"   WHERE id = $1 AND state::text = 'running' AND attempts = $2 AND NOT refetch"
+		"   RETURNING id, source, external_id, payload, events, attempts, created_at, started_at),"
+		" history AS ("
+		"  INSERT INTO webhook_ingest.job_history (id, finished_at, created_at, started_at, source_id, events,"
+		"                                          attempts, last_status, external_id)"
+		"  SELECT g.id, now(), g.created_at, g.started_at, s.id, g.events, least(g.attempts, 32767), $3,"
+		"         g.external_id"
+		"    FROM gone g JOIN webhook_ingest.sources s ON s.name = g.source),"
+		" kept AS ("
+		"  INSERT INTO webhook_ingest.kept_payloads (job_id, kept_until, payload)"
+		"  SELECT g.id, now() + s.keep_payloads, g.payload"
+		"    FROM gone g JOIN webhook_ingest.sources s ON s.name = g.source"
+		"   WHERE s.keep_payloads IS NOT NULL AND g.payload IS NOT NULL)"
+		" SELECT 'pending' FROM again UNION ALL SELECT 'done' FROM gone";
 	static SPIPlanPtr plan = NULL;
-	Oid			types[3] = {INT8OID, INT4OID, INT4OID};
-	Datum		args[3] = {Int64GetDatum(t->job_id), Int32GetDatum(t->attempt), Int32GetDatum((int32) t->status)};
+	Oid			types[3] = {INT8OID, INT4OID, INT2OID};
+	Datum		args[3] = {Int64GetDatum(t->job_id), Int32GetDatum(t->attempt),
+	Int16GetDatum((int16) Max(Min(t->status, PG_INT16_MAX), 0))};
 
-	if (wi_run_cached(&plan, sql, 3, types, args, NULL, false) != SPI_OK_UPDATE_RETURNING || SPI_processed != 1)
+	if (wi_run_cached(&plan, sql, 3, types, args, NULL, false) != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "could not mark job %lld done", (long long) t->job_id);
 	t->outcome = strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1), "done") == 0 ?
 		WI_OUTCOME_DONE : WI_OUTCOME_REFETCH;
@@ -497,6 +521,7 @@ complete_batch(void *arg)
 	TimestampTz last_served = started;
 	bool		out_of_time = false;
 
+	batch_finished_at = GetCurrentTransactionStartTimestamp();
 	lock_batch(b->transfers);
 	decide_notify();
 	foreach(lc, b->transfers)
@@ -520,18 +545,18 @@ complete_batch(void *arg)
 }
 
 /*
- * Give done jobs their done_lsn: ids (then the backlog) get lsn, which is at
- * or past their commit.  Rows some session holds locked are skipped and kept
- * in the backlog for the next call.  A short transaction of its own,
- * committed asynchronously - if it is lost, the worker's next start fills in
- * the gap (wi_fill_missing_done_lsn).  Then wakes the waiters of those jobs.
+ * Give the batch's done jobs their done_lsn: one done_batches row keyed by
+ * the batch's now() (every job it made done has it as finished_at), with
+ * lsn, at or past the batch's commit; with it, rows the backlog still owes.
+ * A short transaction of its own, committed asynchronously - if it is lost,
+ * the worker's next start fills in the gap (wi_fill_missing_done_lsn).
+ * Then wakes the waiters of the batch's done jobs.
  */
 typedef struct DoneLsn
 {
-	int64	   *ids;
+	TimestampTz *batches;
 	int			n;
 	XLogRecPtr	lsn;
-	int			written;
 } DoneLsn;
 
 static void
@@ -539,76 +564,55 @@ write_done_lsn(void *arg)
 {
 	DoneLsn    *d = (DoneLsn *) arg;
 	static SPIPlanPtr plan = NULL;
-	static SPIPlanPtr left_plan = NULL;
-	Oid			types[2] = {PG_LSNOID, INT8ARRAYOID};
-	Datum		args[2] = {LSNGetDatum(d->lsn), wi_id_array(d->ids, d->n)};
+	Oid			types[2] = {PG_LSNOID, TIMESTAMPTZARRAYOID};
+	Datum		args[2];
+	Datum	   *elems = palloc(sizeof(Datum) * d->n);
 
+	for (int i = 0; i < d->n; i++)
+		elems[i] = TimestampTzGetDatum(d->batches[i]);
+	args[0] = LSNGetDatum(d->lsn);
+	args[1] = PointerGetDatum(construct_array(elems, d->n, TIMESTAMPTZOID, sizeof(TimestampTz), true,
+											  TYPALIGN_DOUBLE));
 	pgstat_report_activity(STATE_RUNNING, "webhook_ingest: recording the commit LSN of done jobs");
 	(void) set_config_option("synchronous_commit", "off", PGC_SUSET, PGC_S_SESSION, GUC_ACTION_LOCAL,
 							 true, 0, false);
-	if (wi_run_replanned(&plan,
-						 "WITH done AS ("
-						 "  SELECT d.id FROM webhook_ingest.jobs d"
-						 "   WHERE d.id = ANY ($2) AND d.state::text = 'done' AND d.done_lsn IS NULL"
-						 "   FOR NO KEY UPDATE SKIP LOCKED)"
-						 " UPDATE webhook_ingest.jobs j SET done_lsn = $1 FROM done WHERE j.id = done.id",
-						 2, types, args, NULL) != SPI_OK_UPDATE)
+	if (wi_run_cached(&plan,
+					  "INSERT INTO webhook_ingest.done_batches (finished_at, done_lsn)"
+					  " SELECT f, $1 FROM unnest($2) f"
+					  " ON CONFLICT (finished_at) DO UPDATE"
+					  "   SET done_lsn = greatest(webhook_ingest.done_batches.done_lsn, EXCLUDED.done_lsn)",
+					  2, types, args, NULL, false) != SPI_OK_INSERT)
 		elog(ERROR, "could not record done_lsn");
-	d->written = (int) SPI_processed;
-	lsn_left_len = 0;
-	if (d->written == d->n)
-		return;
-	/* What is still done without a done_lsn was locked: keep it for later. */
-	if (wi_run_replanned(&left_plan,
-						 "SELECT j.id FROM webhook_ingest.jobs j"
-						 " WHERE j.id = ANY ($1) AND j.state::text = 'done' AND j.done_lsn IS NULL",
-						 1, &types[1], &args[1], NULL) != SPI_OK_SELECT)
-		elog(ERROR, "could not look up done jobs");
-	for (uint64 i = 0; i < SPI_processed && lsn_left_len < WI_LSN_BACKLOG_MAX; i++)
-	{
-		bool		isnull;
-
-		lsn_left[lsn_left_len++] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
-															   SPI_tuptable->tupdesc, 1, &isnull));
-	}
 }
 
 static void
 record_done_lsn(List *finished, XLogRecPtr lsn)
 {
 	DoneLsn		d;
+	int64	   *ids = palloc(sizeof(int64) * (list_length(finished) + 1));
+	int			n = 0;
 	ListCell   *lc;
 
-	d.ids = palloc(sizeof(int64) * (list_length(finished) + lsn_backlog_len));
-	d.n = 0;
-	d.lsn = lsn;
-	d.written = 0;
 	foreach(lc, finished)
 		if (((Transfer *) lfirst(lc))->outcome == WI_OUTCOME_DONE)
-			d.ids[d.n++] = ((Transfer *) lfirst(lc))->job_id;
-	for (int i = 0; i < lsn_backlog_len; i++)
-		d.ids[d.n++] = lsn_backlog[i];
-	if (d.n == 0)
+			ids[n++] = ((Transfer *) lfirst(lc))->job_id;
+	if (n > 0 && lsn_backlog_len < WI_LSN_BACKLOG_MAX)
+		lsn_backlog[lsn_backlog_len++] = batch_finished_at;
+	if (lsn_backlog_len == 0)
 	{
-		pfree(d.ids);
+		pfree(ids);
 		return;
 	}
+	d.batches = lsn_backlog;
+	d.n = lsn_backlog_len;
+	d.lsn = lsn;
+	/* On a lock timeout everything waits for the next try; else the backlog is paid. */
 	if (wi_in_tx("webhook_ingest: recording the commit LSN of done jobs", write_done_lsn, &d))
 	{
-		/* The backlog is now what this write could not reach. */
-		memcpy(lsn_backlog, lsn_left, sizeof(int64) * lsn_left_len);
-		lsn_backlog_len = lsn_left_len;
-		/* Their waiters (those of the few left behind look and sleep again). */
-		if (d.written > 0)
-			wi_shmem_jobs_finished(d.ids, d.n);
+		lsn_backlog_len = 0;
+		wi_shmem_jobs_finished(ids, n);
 	}
-	else
-	{
-		/* Met a lock timeout: everything waits for the next try. */
-		lsn_backlog_len = Min(d.n, WI_LSN_BACKLOG_MAX);
-		memcpy(lsn_backlog, d.ids, sizeof(int64) * lsn_backlog_len);
-	}
-	pfree(d.ids);
+	pfree(ids);
 }
 
 /* Try the done_lsn backlog again, with the current WAL position. */
@@ -730,9 +734,9 @@ wi_count_crash(int64 job_id)
 
 	return wi_run_alone("webhook_ingest: counting a crash against its job", &plan,
 						"WITH culprit AS ("
-						"  SELECT c.id FROM webhook_ingest.jobs c WHERE c.id = $1 AND c.state = 'running'"
+						"  SELECT c.id FROM webhook_ingest.queue c WHERE c.id = $1 AND c.state = 'running'"
 						"   FOR NO KEY UPDATE SKIP LOCKED)"
-						" UPDATE webhook_ingest.jobs j SET"
+						" UPDATE webhook_ingest.queue j SET"
 						"  state = CASE WHEN j.attempts >= s.max_attempts THEN 'dead' ELSE 'pending' END"
 						"          ::webhook_ingest.job_state,"
 						"  finished_at = CASE WHEN j.attempts >= s.max_attempts THEN now() END,"

@@ -17,10 +17,10 @@
  *		takes the other branch.  Nothing here locks more than the rows it
  *		writes, and a rollback of the caller undoes all of it.  The same
  *		statements serve every isolation level, and fire the triggers of
- *		jobs and events like any INSERT ... ON CONFLICT.
+ *		queue and events like any INSERT ... ON CONFLICT.
  *
  *		Before them, as the caller (enqueue is not SECURITY DEFINER, see
- *		access.c): the payload's size, the lock on jobs, the source's
+ *		access.c): the payload's size, the lock on the queue, the source's
  *		existence and its enqueue_roles.  Only then does it act as the
  *		function's owner.  receive() (receive.c) takes the same steps
  *		(enqueue.h).
@@ -30,6 +30,7 @@
 #include "access/detoast.h"
 #include "access/htup_details.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -64,33 +65,61 @@ static const char *const outcome_names[] = {"queued", "coalesced", "requeued", "
  * plans mean the same whatever search_path the caller has (enqueue has no
  * SET clause: it would cost every call a GUC save and restore).  They take
  * the source as given: wi_enqueue_admit found it, as of now, under the lock
- * on jobs that drop_source() waits for.  ($1 source, $2 external_id,
+ * on the queue that drop_source() waits for.  ($1 source, $2 external_id,
  * $3 payload, $4 event_id.)
+ *
+ * Two sets: 0.6.0's tables, and 0.5.0's for the time between installing
+ * this library and ALTER EXTENSION UPDATE (the lock finds which is there).
+ * In 0.6.0 an id is new only if the old ledger (events_legacy, which takes
+ * no insert after the upgrade, and is emptied once all of it is older than
+ * dedup_window) does not hold it either.
  */
-static const char *const remember_event_sql =
-"INSERT INTO webhook_ingest.events (source, event_id) VALUES ($1, $4) ON CONFLICT DO NOTHING";
+typedef enum WiSchema
+{
+	WI_SCHEMA_050 = 0,
+	WI_SCHEMA_060 = 1
+} WiSchema;
+
+static const char *const queue_relname[] = {"jobs", "queue"};
+
+static const char *const remember_event_sql[] = {
+	"INSERT INTO webhook_ingest.events (source, event_id) VALUES ($1, $4) ON CONFLICT DO NOTHING",
+	"INSERT INTO webhook_ingest.events (source_id, event_id) "
+	"SELECT s.id, $4 FROM webhook_ingest.sources s "
+	"WHERE s.name OPERATOR(pg_catalog.=) $1 AND NOT EXISTS ("
+	"  SELECT FROM webhook_ingest.events_legacy l "
+	"  WHERE l.source OPERATOR(pg_catalog.=) $1 AND l.event_id OPERATOR(pg_catalog.=) $4) "
+	"ON CONFLICT DO NOTHING"
+};
 
 /* Returns the job's id and the outcome, 0 to 2 as in EnqueueOutcome. */
-static const char *const upsert_job_sql =
-"INSERT INTO webhook_ingest.jobs AS j (source, external_id, payload) VALUES ($1, $2, $3) "
-"ON CONFLICT (source, external_id) "
-"WHERE state OPERATOR(pg_catalog.=) ANY ('{pending,running}'::webhook_ingest.job_state[]) "
-"DO UPDATE SET payload = COALESCE(EXCLUDED.payload, j.payload), "
-"              refetch = j.refetch OR j.state OPERATOR(pg_catalog.=) 'running', "
-"              events = j.events OPERATOR(pg_catalog.+) 1, "
-"              updated_at = pg_catalog.now() "
-"RETURNING j.id, "
-"          CASE WHEN j.xmax OPERATOR(pg_catalog.=) 0 THEN 0 "
-"               WHEN j.state OPERATOR(pg_catalog.=) 'pending' THEN 1 ELSE 2 END";
+#define UPSERT_JOB_SQL(table) \
+"INSERT INTO webhook_ingest." table " AS j (source, external_id, payload) VALUES ($1, $2, $3) " \
+"ON CONFLICT (source, external_id) " \
+"WHERE state OPERATOR(pg_catalog.=) ANY ('{pending,running}'::webhook_ingest.job_state[]) " \
+"DO UPDATE SET payload = COALESCE(EXCLUDED.payload, j.payload), " \
+"              refetch = j.refetch OR j.state OPERATOR(pg_catalog.=) 'running', " \
+"              events = j.events OPERATOR(pg_catalog.+) 1, " \
+"              updated_at = pg_catalog.now() " \
+"RETURNING j.id, " \
+"          CASE WHEN j.xmax OPERATOR(pg_catalog.=) 0 THEN 0 " \
+"               WHEN j.state OPERATOR(pg_catalog.=) 'pending' THEN 1 ELSE 2 END"
 
-static const char *const active_job_sql =
-"SELECT j.id FROM webhook_ingest.jobs j "
-"WHERE j.source OPERATOR(pg_catalog.=) $1 AND j.external_id OPERATOR(pg_catalog.=) $2 "
-"AND j.state OPERATOR(pg_catalog.=) ANY ('{pending,running}'::webhook_ingest.job_state[])";
+static const char *const upsert_job_sql[] = {UPSERT_JOB_SQL("jobs"), UPSERT_JOB_SQL("queue")};
 
-static SPIPlanPtr remember_event_plan;
-static SPIPlanPtr upsert_job_plan;
-static SPIPlanPtr active_job_plan;
+#define ACTIVE_JOB_SQL(table) \
+"SELECT j.id FROM webhook_ingest." table " j " \
+"WHERE j.source OPERATOR(pg_catalog.=) $1 AND j.external_id OPERATOR(pg_catalog.=) $2 " \
+"AND j.state OPERATOR(pg_catalog.=) ANY ('{pending,running}'::webhook_ingest.job_state[])"
+
+static const char *const active_job_sql[] = {ACTIVE_JOB_SQL("jobs"), ACTIVE_JOB_SQL("queue")};
+
+/* Which set this call uses: found by lock_queue(), under its lock. */
+static WiSchema schema = WI_SCHEMA_060;
+
+static SPIPlanPtr remember_event_plan[2];
+static SPIPlanPtr upsert_job_plan[2];
+static SPIPlanPtr active_job_plan[2];
 static TupleDesc result_desc;
 
 /* Run one of the statements above; its first row's columns in values. */
@@ -130,11 +159,12 @@ enqueue_statements(text *source, text *external_id, Datum payload, bool payload_
 	args[3] = PointerGetDatum(event_id);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (event_id != NULL && run(&remember_event_plan, remember_event_sql, 4, args, nulls, 0, NULL, NULL) == 0)
-		*job_id_null = run(&active_job_plan, active_job_sql, 2, args, nulls, 1, values, isnull) == 0;
+	if (event_id != NULL &&
+		run(&remember_event_plan[schema], remember_event_sql[schema], 4, args, nulls, 0, NULL, NULL) == 0)
+		*job_id_null = run(&active_job_plan[schema], active_job_sql[schema], 2, args, nulls, 1, values, isnull) == 0;
 	else
 	{
-		if (run(&upsert_job_plan, upsert_job_sql, 3, args, nulls, 2, values, isnull) != 1)
+		if (run(&upsert_job_plan[schema], upsert_job_sql[schema], 3, args, nulls, 2, values, isnull) != 1)
 			elog(ERROR, "could not upsert job");
 		outcome = (EnqueueOutcome) DatumGetInt32(values[1]);
 	}
@@ -156,29 +186,38 @@ make_result(int64 job_id, bool job_id_null, EnqueueOutcome outcome)
 }
 
 /*
- * Take ROW EXCLUSIVE on jobs before any lookup takes its snapshot:
- * drop_source() holds SHARE on jobs while it deletes, so once we have the
+ * Take ROW EXCLUSIVE on the queue before any lookup takes its snapshot:
+ * drop_source() holds SHARE on it while it deletes, so once we have the
  * lock a dropped source is gone from our snapshot too.  Lock, then look
  * again (the lock processed pending invalidations) until the name still
  * means the table locked.  Not RangeVarGetRelid: it checks the caller's
  * USAGE on the schema, which enqueue() never needed (a wrapper bound at its
- * creation calls it without naming the schema).
+ * creation calls it without naming the schema).  The queue is 0.6.0's
+ * queue, or 0.5.0's jobs table before the update: that sets the statements.
  */
 static void
-lock_jobs(void)
+lock_queue(void)
 {
 	Oid			locked = InvalidOid;
 
 	for (;;)
 	{
-		Oid			jobs = get_relname_relid("jobs", get_namespace_oid(WI_SCHEMA_NAME, false));
+		Oid			nsp = get_namespace_oid(WI_SCHEMA_NAME, false);
+		Oid			queue = get_relname_relid(queue_relname[WI_SCHEMA_060], nsp);
 
-		if (!OidIsValid(jobs))
-			elog(ERROR, "relation webhook_ingest.jobs is missing");
-		if (jobs == locked)
+		schema = WI_SCHEMA_060;
+		if (!OidIsValid(queue) && get_rel_relkind(get_relname_relid(queue_relname[WI_SCHEMA_050], nsp)) ==
+			RELKIND_RELATION)
+		{
+			queue = get_relname_relid(queue_relname[WI_SCHEMA_050], nsp);
+			schema = WI_SCHEMA_050;
+		}
+		if (!OidIsValid(queue))
+			elog(ERROR, "relation webhook_ingest.queue is missing");
+		if (queue == locked)
 			return;
-		LockRelationOid(jobs, RowExclusiveLock);
-		locked = jobs;
+		LockRelationOid(queue, RowExclusiveLock);
+		locked = queue;
 	}
 }
 
@@ -203,13 +242,13 @@ wi_check_payload_size(Datum payload)
 
 /*
  * The first step of every intake function, before it reads anything for the
- * caller: the lock on jobs (see lock_jobs), then, as the caller, the
+ * caller: the lock on the queue (see lock_queue), then, as the caller, the
  * source's existence and whether it admits the caller.
  */
 void
 wi_enqueue_admit(text *source)
 {
-	lock_jobs();
+	lock_queue();
 	wi_check_may_enqueue(source, GetUserId());
 }
 

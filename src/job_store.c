@@ -65,10 +65,10 @@ wi_extension_state(char *version, int size)
 
 /*
  * Done jobs whose done_lsn the worker did not get to write (it stopped
- * between the commit and that write) get the current WAL position, which
- * is past their commit.  done_lsn is written batch by batch in commit
- * order, so they are the done jobs finished at or after the newest one
- * that has it; the jobs_finished index finds both.
+ * between a batch's commit and that write) get the current WAL position,
+ * which is past their commit.  done_batches rows are written batch by batch
+ * in commit order, so the missing ones are the batches finished after the
+ * newest row; the BRIN index on job_history.finished_at finds them.
  */
 int
 wi_fill_missing_done_lsn(void)
@@ -76,19 +76,12 @@ wi_fill_missing_done_lsn(void)
 	static SPIPlanPtr plan = NULL;
 
 	return wi_run_alone("webhook_ingest: filling in missing done_lsn", &plan,
-					 "WITH missing AS ("
-					 "  SELECT m.id FROM webhook_ingest.jobs m"
-					 "   WHERE m.state <> ALL ('{pending,running,dead}'::webhook_ingest.job_state[])"
-					 "     AND m.state = 'done' AND m.done_lsn IS NULL"
-					 "     AND m.finished_at >= coalesce("
-					 "       (SELECT f.finished_at FROM webhook_ingest.jobs f"
-					 "         WHERE f.state <> ALL ('{pending,running,dead}'::webhook_ingest.job_state[])"
-					 "           AND f.done_lsn IS NOT NULL"
-					 "         ORDER BY f.finished_at DESC LIMIT 1), '-infinity')"
-					 "   FOR NO KEY UPDATE SKIP LOCKED)"
-					 " UPDATE webhook_ingest.jobs j SET done_lsn = pg_current_wal_lsn()"
-					 "   FROM missing WHERE j.id = missing.id",
-					 0, NULL, NULL);
+						"INSERT INTO webhook_ingest.done_batches (finished_at, done_lsn)"
+						" SELECT DISTINCT h.finished_at, pg_current_wal_lsn() FROM webhook_ingest.job_history h"
+						"  WHERE h.finished_at > coalesce((SELECT max(b.finished_at)"
+						"                                   FROM webhook_ingest.done_batches b), '-infinity')"
+						" ON CONFLICT (finished_at) DO NOTHING",
+						0, NULL, NULL);
 }
 
 /*
@@ -102,70 +95,44 @@ wi_park_paused(void)
 
 	return wi_run_alone("webhook_ingest: parking jobs of paused sources", &plan,
 					 "WITH parked AS ("
-					 "  SELECT p.id FROM webhook_ingest.jobs p, webhook_ingest.sources s"
+					 "  SELECT p.id FROM webhook_ingest.queue p, webhook_ingest.sources s"
 					 "   WHERE s.paused AND p.source = s.name AND p.state = 'pending'"
 					 "     AND p.next_attempt_at <= now()"
 					 "   FOR NO KEY UPDATE OF p SKIP LOCKED)"
-					 " UPDATE webhook_ingest.jobs j SET next_attempt_at = 'infinity', updated_at = now()"
+					 " UPDATE webhook_ingest.queue j SET next_attempt_at = 'infinity', updated_at = now()"
 					 "   FROM parked WHERE j.id = parked.id",
 					 0, NULL, NULL);
 }
 
 /*
- * Delete up to max_jobs done or cancelled jobs that finished more than
- * retention_s ago, oldest first, from *from on (the index entries before it
- * are those of rows deleted already; see worker.c); one short transaction.
- * Moves *from to the newest finished_at deleted.
+ * The storage round, one short transaction under lock_timeout
+ * (_maintain_storage in the extension's SQL): job_history and kept_payloads
+ * partitions made ahead, those past retention dropped with their disk,
+ * cancelled jobs past retention deleted, one step of the move of 0.5.0's
+ * rows.  Returns true when work is left for soon (false too when the round
+ * met a lock timeout: it is tried again next round).
  */
-typedef struct Retention
-{
-	int			retention_s;
-	int			max_jobs;
-	TimestampTz *from;
-	int64		deleted;
-} Retention;
-
 static void
-delete_finished(void *arg)
+maintain_storage(void *arg)
 {
-	Retention  *r = (Retention *) arg;
+	bool	   *behind = (bool *) arg;
 	static SPIPlanPtr plan = NULL;
-	Oid			types[3] = {INT4OID, INT4OID, TIMESTAMPTZOID};
-	Datum		args[3] = {Int32GetDatum(r->retention_s), Int32GetDatum(r->max_jobs), TimestampTzGetDatum(*r->from)};
+	bool		isnull;
 
-	/* The outer conditions are checked again on a row changed meanwhile (retry()). */
-	if (wi_run_replanned(&plan,
-				   "DELETE FROM webhook_ingest.jobs j"
-				   " WHERE j.id = ANY (ARRAY("
-				   "   SELECT f.id FROM webhook_ingest.jobs f"
-				   "    WHERE f.state <> ALL ('{pending,running,dead}'::webhook_ingest.job_state[])"
-				   "      AND f.finished_at >= $3 AND f.finished_at < now() - make_interval(secs => $1)"
-				   "    ORDER BY f.finished_at LIMIT $2 FOR UPDATE SKIP LOCKED))"
-				   "   AND j.state <> ALL ('{pending,running,dead}'::webhook_ingest.job_state[])"
-				   "   AND j.finished_at < now() - make_interval(secs => $1)"
-				   " RETURNING j.finished_at",
-				   3, types, args, NULL) != SPI_OK_DELETE_RETURNING)
-		elog(ERROR, "could not delete finished jobs");
-	r->deleted = (int64) SPI_processed;
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		bool		isnull;
-		TimestampTz t = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1,
-														  &isnull));
-
-		if (!isnull && t > *r->from)
-			*r->from = t;
-	}
+	if (wi_run_cached(&plan, "SELECT webhook_ingest._maintain_storage()", 0, NULL, NULL, NULL, false) !=
+		SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "could not maintain storage");
+	*behind = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
-int64
-wi_delete_finished(int retention_s, int max_jobs, TimestampTz *from)
+bool
+wi_maintain_storage(void)
 {
-	Retention	r = {retention_s, max_jobs, from, 0};
+	bool		behind = false;
 
-	if (!wi_in_tx("webhook_ingest: deleting jobs past webhook_ingest.retention", delete_finished, &r))
-		return 0;
-	return r.deleted;
+	if (!wi_in_tx("webhook_ingest: partitions, retention and moving 0.5.0's jobs", maintain_storage, &behind))
+		return false;
+	return behind;
 }
 
 /* Pages in the events table now. */
@@ -198,9 +165,9 @@ wi_reclaim_running(void)
 	 */
 	return wi_run_alone("webhook_ingest: reclaiming jobs of a previous worker", &plan,
 					 "WITH left_running AS ("
-					 "  SELECT r.id FROM webhook_ingest.jobs r WHERE r.state = 'running'"
+					 "  SELECT r.id FROM webhook_ingest.queue r WHERE r.state = 'running'"
 					 "   FOR NO KEY UPDATE SKIP LOCKED)"
-					 " UPDATE webhook_ingest.jobs j SET state = 'pending', lease_until = NULL, worker_pid = NULL,"
+					 " UPDATE webhook_ingest.queue j SET state = 'pending', lease_until = NULL, worker_pid = NULL,"
 					 " attempts = greatest(j.attempts - 1, 0), next_attempt_at = now(), updated_at = now(),"
 					 " last_error = 'reclaimed: the worker that ran it stopped'"
 					 " FROM left_running WHERE j.id = left_running.id",
@@ -222,11 +189,11 @@ wi_reclaim_expired(TimestampTz from, const int64 *given_up, int ngiven_up)
 
 	return wi_run_alone("webhook_ingest: reclaiming expired leases", &plan,
 					 "WITH expired AS ("
-					 "  SELECT x.id FROM webhook_ingest.jobs x"
+					 "  SELECT x.id FROM webhook_ingest.queue x"
 					 "   WHERE x.state = 'running' AND x.lease_until >= $1 AND x.lease_until < now()"
 					 "     AND (x.worker_pid IS DISTINCT FROM pg_backend_pid() OR x.id = ANY ($2))"
 					 "   FOR NO KEY UPDATE SKIP LOCKED)"
-					 " UPDATE webhook_ingest.jobs j SET state = 'pending', lease_until = NULL, worker_pid = NULL,"
+					 " UPDATE webhook_ingest.queue j SET state = 'pending', lease_until = NULL, worker_pid = NULL,"
 					 " next_attempt_at = now(), updated_at = now(),"
 					 " last_error = 'reclaimed: its lease expired at ' || j.lease_until"
 					 " FROM expired WHERE j.id = expired.id",
@@ -277,7 +244,7 @@ active_jobs(void *arg)
 	Datum		args[2] = {wi_id_array(a->ids, a->n), BoolGetDatum(a->held_here)};
 
 	if (wi_run_replanned(&plan,
-						 "SELECT j.id FROM webhook_ingest.jobs j"
+						 "SELECT j.id FROM webhook_ingest.queue j"
 						 " WHERE j.id = ANY ($1) AND j.state = ANY ('{pending,running}'::webhook_ingest.job_state[])"
 						 "   AND (NOT $2 OR (j.state = 'running' AND j.worker_pid = pg_backend_pid()))",
 						 2, types, args, NULL) != SPI_OK_SELECT)
@@ -475,7 +442,7 @@ probe_due(TimestampTz now)
 	args[1] = timestamptz_array(froms, n);
 	if (wi_run_cached(&plan,
 					  "SELECT q.source FROM unnest($1::text[], $2::timestamptz[]) AS q(source, from_at)"
-					  " CROSS JOIN LATERAL (SELECT FROM webhook_ingest.jobs pj"
+					  " CROSS JOIN LATERAL (SELECT FROM webhook_ingest.queue pj"
 					  "   WHERE pj.state = 'pending' AND pj.source = q.source COLLATE \"C\""
 					  "     AND pj.next_attempt_at >= q.from_at AND pj.next_attempt_at <= now()"
 					  "   ORDER BY pj.next_attempt_at LIMIT 1) due",
@@ -521,11 +488,11 @@ claim_pass(Claim *c, WiQuota *quotas, int n)
 		"WITH due AS ("
 		"  SELECT d.id FROM unnest($2::text[], $3::int[], $4::timestamptz[]) AS q(source, n, from_at)"
 		"  CROSS JOIN LATERAL ("
-		"    SELECT pj.id FROM webhook_ingest.jobs pj"
+		"    SELECT pj.id FROM webhook_ingest.queue pj"
 		"     WHERE pj.state = 'pending' AND pj.source = q.source COLLATE \"C\""
 		"       AND pj.next_attempt_at >= q.from_at AND pj.next_attempt_at <= now()"
 		"     ORDER BY pj.next_attempt_at LIMIT q.n FOR UPDATE SKIP LOCKED) d)"
-		" UPDATE webhook_ingest.jobs j"
+		" UPDATE webhook_ingest.queue j"
 		"    SET state = 'running', attempts = j.attempts + 1, refetch = false,"
 		"        lease_until = now() + make_interval(secs => greatest($1, s.timeout_ms / 1000.0 + 10)),"
 		"        worker_pid = pg_backend_pid(), updated_at = now(), started_at = clock_timestamp()"

@@ -35,7 +35,7 @@ extern WiExtensionState wi_extension_state(char *version, int size);
 extern int	wi_fill_missing_done_lsn(void);
 extern int	wi_park_paused(void);
 extern int64 wi_events_pages(void);
-extern int64 wi_delete_finished(int retention_s, int max_jobs, TimestampTz *from);
+extern bool wi_maintain_storage(void);
 extern int	wi_reclaim_running(void);
 extern int	wi_reclaim_expired(TimestampTz from, const int64 *given_up, int ngiven_up);
 extern int64 wi_purge_events(int max_pages);

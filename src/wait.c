@@ -23,6 +23,7 @@
 #if PG_VERSION_NUM >= 150000
 #include "access/xlogrecovery.h"
 #endif
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -31,6 +32,7 @@
 #include "storage/condition_variable.h"
 #include "storage/latch.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/pg_lsn.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -95,7 +97,9 @@ ms_until(TimestampTz deadline)
 static void
 refuse_own_write(FunctionCallInfo fcinfo, Datum *args, int64 job_id)
 {
-	static const char *const sql =
+	/* The queue is the only table a transaction writes a job into (0.5.0: jobs). */
+	const char *sql = OidIsValid(get_relname_relid("queue", get_namespace_oid(WI_SCHEMA_NAME, false))) ?
+		"SELECT xmin FROM webhook_ingest.queue WHERE id OPERATOR(pg_catalog.=) $1" :
 		"SELECT xmin FROM webhook_ingest.jobs WHERE id OPERATOR(pg_catalog.=) $1";
 	Oid			types[1] = {INT8OID};
 	WiSavedUser caller;

@@ -12,7 +12,7 @@
 
 #define WI_EXTENSION_NAME		"webhook_ingest"
 #define WI_SCHEMA_NAME			"webhook_ingest"
-#define WI_VERSION				"0.5.0"
+#define WI_VERSION				"0.6.0"
 
 /* Longest external_id or event_id accepted, in bytes. */
 #define WI_MAX_ID_BYTES			1024

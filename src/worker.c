@@ -181,7 +181,8 @@ wait_for_extension(WiCounters *counters)
 
 /*
  * What a previous incarnation left: a job that crashed it, jobs left
- * running, done jobs without their done_lsn.
+ * running, done jobs without their done_lsn; and the partitions the first
+ * completions write into.
  */
 static void
 take_over(void)
@@ -195,9 +196,10 @@ take_over(void)
 	n = wi_fill_missing_done_lsn();
 	if (n > 0)
 	{
-		ereport(LOG, (errmsg("webhook_ingest worker: filled in done_lsn of %d jobs a previous worker finished", n)));
+		ereport(LOG, (errmsg("webhook_ingest worker: filled in done_lsn of %d completion batches a previous worker committed", n)));
 		wi_shmem_all_jobs_finished();
 	}
+	(void) wi_maintain_storage();
 }
 
 /*

@@ -38,10 +38,7 @@
 /* Pages of events one purge_events() call looks at. */
 #define WI_PURGE_PAGES		100
 
-/* Finished jobs one retention transaction deletes. */
-#define WI_RETENTION_BATCH	1000
-
-/* Most time retention, then the event id purge, take in a round before fetches are served again. */
+/* Most time storage upkeep, then the event id purge, take in a round before fetches are served again. */
 #define WI_HOUSEKEEPING_MS	50
 
 /*
@@ -71,8 +68,7 @@
  * throughput collapses.  So each scan starts where the last one stopped, less
  * a margin for rows that committed late, and from the very start only now and
  * then: claims every poll interval, or every 10 while full scans are slow
- * (held back that way); lease checks and retention every WI_FULL_SCAN_ROUNDS
- * rounds.  Claims keep where each source's walk stopped (scheduler.c).
+ * (held back that way); lease checks every WI_FULL_SCAN_ROUNDS rounds.  Claims keep where each source's walk stopped (scheduler.c).
  */
 #define WI_SCAN_MARGIN_MS	2000
 #define WI_SLOW_SCAN_MS		50
@@ -112,26 +108,21 @@ out_of_time(TimestampTz start)
 }
 
 /*
- * Delete jobs past webhook_ingest.retention, then forget expired event ids,
- * in short transactions, each for at most WI_HOUSEKEEPING_MS.  Returns true
- * when time ran out with work left: the caller comes back soon.
+ * Storage upkeep (partitions, retention, the move of 0.5.0's rows), then
+ * forget expired event ids, in short transactions, each for at most
+ * WI_HOUSEKEEPING_MS.  Returns true when time ran out with work left: the
+ * caller comes back soon.
  */
 static bool
-clean_up(TimestampTz *retention_from)
+clean_up(void)
 {
 	TimestampTz start = GetCurrentTimestamp();
 	bool		behind = false;
 	int64		pages;
 	int64		forgotten = 0;
 
-	while (wi_retention_s >= 0)
+	while (wi_maintain_storage())
 	{
-		TimestampTz from = wi_scan_start(*retention_from);
-		int64		deleted = wi_delete_finished(wi_retention_s, WI_RETENTION_BATCH, &from);
-
-		*retention_from = Max(*retention_from, from);
-		if (deleted < WI_RETENTION_BATCH)
-			break;
 		if (out_of_time(start))
 		{
 			behind = true;
@@ -176,7 +167,6 @@ wi_loop_init(WorkerLoop *loop, int fd_cap)
 	loop->claim_now = true;
 	loop->rewound = true;
 	loop->last_lease_check = DT_NOBEGIN;
-	loop->retention_from = DT_NOBEGIN;
 	loop->job_cxt = AllocSetContextCreate(TopMemoryContext, "webhook_ingest jobs", ALLOCSET_DEFAULT_SIZES);
 	wi_sched_init();
 	loop->pass_cxt = AllocSetContextCreate(TopMemoryContext, "webhook_ingest loop pass", ALLOCSET_DEFAULT_SIZES);
@@ -237,11 +227,8 @@ housekeeping(WorkerLoop *loop)
 	}
 	if (now >= loop->next_clean_up)
 	{
-		bool		behind;
+		bool		behind = clean_up();
 
-		if (loop->clean_up_rounds++ % WI_FULL_SCAN_ROUNDS == 0)
-			loop->retention_from = DT_NOBEGIN;
-		behind = clean_up(&loop->retention_from);
 		now = GetCurrentTimestamp();
 		loop->next_clean_up = behind ? now : TimestampTzPlusMilliseconds(now, wi_poll_interval_ms * 10L);
 	}

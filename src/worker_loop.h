@@ -32,8 +32,6 @@ typedef struct WorkerLoop
 	TimestampTz last_lease_check;
 	uint64		lease_rounds;
 	TimestampTz next_clean_up;
-	TimestampTz retention_from;
-	uint64		clean_up_rounds;
 
 	/* completions */
 	List	   *finished;		/* fetched, not completed yet */

@@ -183,15 +183,16 @@ static void
 run_update(void *arg)
 {
 	AloneUpdate *u = (AloneUpdate *) arg;
+	int			rc = wi_run_replanned(u->plan, u->sql, u->nargs, u->types, u->args, NULL);
 
-	if (wi_run_replanned(u->plan, u->sql, u->nargs, u->types, u->args, NULL) != SPI_OK_UPDATE)
+	if (rc != SPI_OK_UPDATE && rc != SPI_OK_INSERT)
 		elog(ERROR, "could not run \"%s\"", u->activity);
 	u->changed = (int) SPI_processed;
 }
 
 /*
- * A housekeeping UPDATE in a short transaction of its own, replanned each
- * time; returns how many rows it changed (0 when it met a lock held longer
+ * A housekeeping UPDATE (or INSERT) in a short transaction of its own,
+ * replanned each time; returns how many rows it changed (0 when it met a lock held longer
  * than webhook_ingest.lock_timeout: it runs again next round).
  */
 int
