@@ -84,7 +84,7 @@ static const char *const queue_relname[] = {"jobs", "queue"};
 
 static const char *const remember_event_sql[] = {
 	"INSERT INTO webhook_ingest.events (source, event_id) VALUES ($1, $4) ON CONFLICT DO NOTHING",
-	"INSERT INTO webhook_ingest.events (source_id, event_id) "
+	"INSERT INTO webhook_ingest.event_ledger (source_id, event_id) "
 	"SELECT s.id, $4 FROM webhook_ingest.sources s "
 	"WHERE s.name OPERATOR(pg_catalog.=) $1 AND NOT EXISTS ("
 	"  SELECT FROM webhook_ingest.events_legacy l "

@@ -135,7 +135,7 @@ wi_maintain_storage(void)
 	return behind;
 }
 
-/* Pages in the events table now. */
+/* Pages in the event ledger now. */
 int64
 wi_events_pages(void)
 {
@@ -145,7 +145,7 @@ wi_events_pages(void)
 
 	wi_begin_tx();
 	if (wi_run_cached(&plan,
-				   "SELECT pg_relation_size('webhook_ingest.events') / current_setting('block_size')::bigint",
+				   "SELECT pg_relation_size('webhook_ingest.event_ledger') / current_setting('block_size')::bigint",
 				   0, NULL, NULL, NULL, true) != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "could not size the events table");
 	pages = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));

@@ -107,11 +107,11 @@ SELECT outcome FROM webhook_ingest.enqueue('crm', 'rr1', NULL, 'rr-e3');
 COMMIT;
 SELECT state, payload, events, refetch FROM webhook_ingest.jobs WHERE external_id = 'rr1';
 
--- a jobs table changed by hand (a column added): enqueue gives the same results
-ALTER TABLE webhook_ingest.jobs ADD COLUMN note text;
+-- a queue table changed by hand (a column added): enqueue gives the same results
+ALTER TABLE webhook_ingest.queue ADD COLUMN note text;
 SELECT outcome FROM webhook_ingest.enqueue('crm', 'shape1', NULL, 'shape-e1');
 SELECT outcome FROM webhook_ingest.enqueue('crm', 'shape1', NULL, 'shape-e1');
 SELECT outcome FROM webhook_ingest.enqueue('crm', 'shape1', NULL, 'shape-e2');
-ALTER TABLE webhook_ingest.jobs DROP COLUMN note;
+ALTER TABLE webhook_ingest.queue DROP COLUMN note;
 SELECT outcome FROM webhook_ingest.enqueue('crm', 'shape1', NULL, 'shape-e3');
 SELECT events FROM webhook_ingest.jobs WHERE external_id = 'shape1';

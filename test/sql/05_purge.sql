@@ -10,11 +10,11 @@ SELECT webhook_ingest.add_source('purge', 'http://127.0.0.1:8080/p/{external_id}
 -- enough ids to fill several pages
 SELECT count(*) FROM (SELECT webhook_ingest.enqueue('purge', 'p' || i % 7, NULL, 'old-' || i) FROM generate_series(1, 1000) i) s;
 SELECT outcome FROM webhook_ingest.enqueue('purge', 'p1', NULL, 'recent');
-SELECT pg_relation_size('webhook_ingest.events') / current_setting('block_size')::int > 3 AS several_pages;
+SELECT pg_relation_size('webhook_ingest.event_ledger') / current_setting('block_size')::int > 3 AS several_pages;
 -- age the 1000 ids past the window, keep one inside it
 UPDATE webhook_ingest.events SET received_at = now() - interval '8 days' WHERE source = 'purge' AND event_id LIKE 'old-%';
 UPDATE webhook_ingest.events SET received_at = now() - interval '6 days' WHERE source = 'purge' AND event_id = 'recent';
-VACUUM webhook_ingest.events;
+VACUUM webhook_ingest.event_ledger;
 -- still remembered until purged
 SELECT outcome FROM webhook_ingest.enqueue('purge', 'p3', NULL, 'old-3');
 -- one page per call: each call forgets some, none forgets all

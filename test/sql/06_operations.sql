@@ -107,12 +107,12 @@ SELECT source, paused, pending, due_now, running, retry_waiting, done_last_hour,
 -- jobs table (the view reads _queue_stats(), which runs with jit = off)
 CREATE FUNCTION plan_of(query text) RETURNS SETOF text LANGUAGE plpgsql AS
 $$ BEGIN RETURN QUERY EXECUTE 'EXPLAIN (COSTS OFF) ' || query; END $$;
-VACUUM (ANALYZE) webhook_ingest.jobs;   -- the visibility map, as autovacuum keeps it
+VACUUM (ANALYZE) webhook_ingest.queue;   -- the visibility map, as autovacuum keeps it
 SET enable_seqscan = off;     -- the tables here are tiny; with 10 million rows see bench/views
 SELECT array_agg(line) AS view_plan FROM plan_of('SELECT * FROM webhook_ingest.queue_stats') line;
-SELECT bool_or(line LIKE '%Index Only Scan using jobs_active_object on jobs%') AS active_jobs_index_only,
-       bool_or(line LIKE '%Index Only Scan using jobs_dead on jobs%') AS dead_jobs_index_only,
-       bool_or(line ~ '(Seq Scan|Bitmap Heap Scan|Index Scan using \w+) on jobs') AS reads_jobs_heap
+SELECT bool_or(line LIKE '%Index Only Scan using queue_active_object on queue%') AS active_jobs_index_only,
+       bool_or(line LIKE '%Index Only Scan using queue_dead on queue%') AS dead_jobs_index_only,
+       bool_or(line ~ '(Seq Scan|Bitmap Heap Scan|Index Scan using \w+) on queue') AS reads_jobs_heap
   FROM plan_of((SELECT prosrc FROM pg_proc WHERE oid = 'webhook_ingest._queue_stats()'::regprocedure)) line;
 RESET enable_seqscan;
 SELECT proconfig, prosecdef FROM pg_proc WHERE oid = 'webhook_ingest._queue_stats()'::regprocedure;
@@ -168,7 +168,7 @@ DROP FUNCTION call_wait_replayed();
 
 -- storage settings of the hot tables
 SELECT relname, reloptions FROM pg_class
- WHERE relname IN ('jobs', 'events') AND relnamespace = 'webhook_ingest'::regnamespace ORDER BY relname;
+ WHERE relname IN ('queue', 'event_ledger') AND relnamespace = 'webhook_ingest'::regnamespace ORDER BY relname;
 
 -- the monitoring role reads the views, and nothing else
 SET ROLE webhook_ingest_monitor;
