@@ -17,7 +17,10 @@ UPDATE webhook_ingest.events SET received_at = now() - interval '6 days' WHERE s
 VACUUM webhook_ingest.event_ledger;
 -- still remembered until purged
 SELECT outcome FROM webhook_ingest.enqueue('purge', 'p3', NULL, 'old-3');
--- one page per call: each call forgets some, none forgets all
+-- one page per call: each call forgets some, none forgets all (the walk
+-- starts at the first page holding ids: the updates above moved them all)
+UPDATE webhook_ingest.purge_position
+   SET next_page = (SELECT min((ctid::text::point)[0]) FROM webhook_ingest.event_ledger)::bigint;
 CREATE TEMP TABLE purged AS SELECT webhook_ingest.purge_events(1) AS n;
 SELECT n > 0 AND n < 1000 AS partial FROM purged;
 -- keep walking until the ids are gone; the walk wraps around at the end of the table

@@ -94,12 +94,14 @@ SELECT count(*) AS jobs_before FROM webhook_ingest.jobs \gset
 SELECT pg_relation_filenode('webhook_ingest.jobs') AS jobs_file,
        pg_relation_filenode('webhook_ingest.sources') AS sources_file,
        pg_relation_filenode('webhook_ingest.events') AS events_file \gset
+SELECT id AS last_job_before FROM webhook_ingest.jobs ORDER BY id DESC LIMIT 1 \gset
 ALTER EXTENSION webhook_ingest UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'webhook_ingest';
 SELECT count(*) = :jobs_before AS every_job_kept FROM webhook_ingest.jobs;
-SELECT pg_relation_filenode('webhook_ingest.jobs') = :jobs_file AS jobs_not_rewritten,
+-- (through 0.6.0, 0.5.0's jobs and events tables are jobs_legacy and events_legacy, the same files)
+SELECT pg_relation_filenode('webhook_ingest.jobs_legacy') = :jobs_file AS jobs_not_rewritten,
        pg_relation_filenode('webhook_ingest.sources') = :sources_file AS sources_not_rewritten,
-       pg_relation_filenode('webhook_ingest.events') = :events_file AS events_not_rewritten;
+       pg_relation_filenode('webhook_ingest.events_legacy') = :events_file AS events_not_rewritten;
 SELECT name, signature_scheme, signing_secrets, signature_tolerance, external_id_path, event_id_path
   FROM webhook_ingest.sources;
 SELECT outcome FROM webhook_ingest.enqueue('up', 'a', NULL, 'e1');
@@ -119,5 +121,28 @@ SELECT p.oid::regprocedure AS function, p.prosecdef
 -- ... and, through 0.5.0, the scheduling settings (weight 1, no limits) and
 -- jobs_due led by the source, still only the pending jobs; queue_stats' new columns
 SELECT name, weight, rate_limit, rate_burst, max_in_flight FROM webhook_ingest.sources;
-SELECT pg_get_indexdef('webhook_ingest.jobs_due'::regclass) AS jobs_due;
+SELECT pg_get_indexdef('webhook_ingest.queue_due'::regclass) AS queue_due;
 SELECT source, in_flight, throttled_until FROM webhook_ingest.queue_stats ORDER BY 1;
+
+-- ... and through 0.6.0: the jobs that may still be worked on are in the
+-- queue at once, the done ones stay in jobs_legacy until the worker's storage
+-- round moves them to job_history (here by hand: the worker is off), and the
+-- jobs view shows every job exactly once all along; new ids follow the old
+SELECT state, count(*) FROM webhook_ingest.queue GROUP BY 1 ORDER BY 1;
+SELECT state, count(*) FROM webhook_ingest.jobs_legacy GROUP BY 1 ORDER BY 1;
+SELECT count(*) = count(DISTINCT id) AS each_job_once, count(*) = :jobs_before + 2 AS with_the_two_new
+  FROM webhook_ingest.jobs;
+SELECT webhook_ingest._maintain_storage() AS more_to_do;
+SELECT webhook_ingest._maintain_storage() AS more_to_do;
+SELECT moved_upto = last_id AS all_moved, jobs_truncated, events_truncated FROM webhook_ingest.legacy_migration;
+SELECT count(*) AS legacy_left, pg_relation_size('webhook_ingest.jobs_legacy') AS legacy_bytes
+  FROM webhook_ingest.jobs_legacy;
+SELECT count(*) = count(DISTINCT id) AS each_job_once, count(*) = :jobs_before + 2 AS with_the_two_new
+  FROM webhook_ingest.jobs;
+SELECT external_id, state, done_lsn IS NOT NULL AS has_done_lsn, events
+  FROM webhook_ingest.jobs ORDER BY external_id, id;
+SELECT (SELECT count(*) FROM webhook_ingest.job_history) AS history_rows,
+       (SELECT count(*) FROM webhook_ingest.jobs WHERE state = 'done') AS done_jobs;
+SELECT outcome FROM webhook_ingest.enqueue('up', 'a', NULL, 'e1');   -- an old event id: still a duplicate
+SELECT job_id > :last_job_before AS new_id_follows, outcome FROM webhook_ingest.enqueue('up', 'z', NULL, 'e60');
+SELECT source, event_id FROM webhook_ingest.events WHERE event_id IN ('e1', 'e60') ORDER BY 2;
