@@ -376,7 +376,7 @@ AS $fn$
 DECLARE
     sid integer;
 BEGIN
-    IF j.state <> 'done' THEN
+    IF coalesce(j.state, 'pending') <> 'done' THEN
         INSERT INTO webhook_ingest.queue (id, source, external_id, state, payload, events, refetch, attempts,
                                           last_error, last_status, created_at, updated_at, next_attempt_at,
                                           lease_until, worker_pid, finished_at, started_at)
