@@ -376,11 +376,12 @@ AS $fn$
 DECLARE
     sid integer;
 BEGIN
+    j.id := coalesce(j.id, nextval('webhook_ingest.jobs_id_seq'));
     IF coalesce(j.state, 'pending') <> 'done' THEN
         INSERT INTO webhook_ingest.queue (id, source, external_id, state, payload, events, refetch, attempts,
                                           last_error, last_status, created_at, updated_at, next_attempt_at,
                                           lease_until, worker_pid, finished_at, started_at)
-        VALUES (coalesce(j.id, nextval(pg_get_serial_sequence('webhook_ingest.queue', 'id'))), j.source,
+        VALUES (j.id, j.source,
                 j.external_id, coalesce(j.state, 'pending'), j.payload, coalesce(j.events, 1),
                 coalesce(j.refetch, false), coalesce(j.attempts, 0), j.last_error, j.last_status,
                 coalesce(j.created_at, now()), coalesce(j.updated_at, now()), coalesce(j.next_attempt_at, now()),
@@ -428,29 +429,42 @@ $fn$;
 
 /*
  * Writes to the view (an admin's hand-made UPDATE, a 0.5.0 dump restored
- * into this version): a row of the queue that stays out of done is updated
- * in place (its triggers and row lock as before); any other change takes the
- * row out and files it again.
+ * into this version).  A row is changed where it was read: a job not done
+ * is a queue row, updated in place (its triggers and row lock as for any
+ * update) or, made done, moved to job_history; a done one is a history (or
+ * not yet moved) row, refiled.  A row gone meanwhile (the worker finished
+ * it) is left alone, as an UPDATE skips a row deleted under it.
  */
 CREATE FUNCTION webhook_ingest._jobs_write()
 RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $fn$
+DECLARE
+    found_it boolean;
 BEGIN
-    IF TG_OP = 'UPDATE' AND NEW.state <> 'done' AND NEW.id = OLD.id THEN
-        UPDATE webhook_ingest.queue q
-           SET source = NEW.source, external_id = NEW.external_id, state = NEW.state, payload = NEW.payload,
-               events = NEW.events, refetch = NEW.refetch, attempts = NEW.attempts, last_error = NEW.last_error,
-               last_status = NEW.last_status, created_at = NEW.created_at, updated_at = NEW.updated_at,
-               next_attempt_at = NEW.next_attempt_at, lease_until = NEW.lease_until, worker_pid = NEW.worker_pid,
-               finished_at = NEW.finished_at, started_at = NEW.started_at
-         WHERE q.id = OLD.id;
-        IF FOUND THEN
-            RETURN NEW;
-        END IF;
+    IF TG_OP = 'INSERT' THEN
+        PERFORM webhook_ingest._file_job(NEW);
+        RETURN NEW;
     END IF;
-    IF TG_OP IN ('UPDATE', 'DELETE') AND NOT webhook_ingest._unfile_job(OLD.id) THEN
+    IF OLD.state <> 'done' THEN
+        IF TG_OP = 'UPDATE' AND NEW.state <> 'done' THEN
+            UPDATE webhook_ingest.queue q
+               SET id = NEW.id, source = NEW.source, external_id = NEW.external_id, state = NEW.state,
+                   payload = NEW.payload, events = NEW.events, refetch = NEW.refetch, attempts = NEW.attempts,
+                   last_error = NEW.last_error, last_status = NEW.last_status, created_at = NEW.created_at,
+                   updated_at = NEW.updated_at, next_attempt_at = NEW.next_attempt_at,
+                   lease_until = NEW.lease_until, worker_pid = NEW.worker_pid, finished_at = NEW.finished_at,
+                   started_at = NEW.started_at
+             WHERE q.id = OLD.id;
+            RETURN CASE WHEN FOUND THEN NEW END;
+        END IF;
+        DELETE FROM webhook_ingest.queue q WHERE q.id = OLD.id;
+        found_it := FOUND;
+    ELSE
+        found_it := webhook_ingest._unfile_job(OLD.id);
+    END IF;
+    IF NOT found_it THEN
         RETURN NULL;
     END IF;
     IF TG_OP = 'DELETE' THEN

@@ -43,20 +43,29 @@ INSERT INTO stress_log SELECT 'ev-' || :ev, outcome
 \set obj random(1, 20)
 INSERT INTO stress_log SELECT NULL, outcome FROM webhook_ingest.enqueue('stress', 'obj-' || :obj);
 },
+		# the worker's claim, and its finish: back to pending if a webhook came
+		# meanwhile, else out of the queue into job_history (src/complete.c)
 		'003_worker@2' => q{
 WITH due AS (
-	SELECT id FROM webhook_ingest.jobs
+	SELECT id FROM webhook_ingest.queue
 	 WHERE state = 'pending' AND next_attempt_at <= now()
 	 ORDER BY next_attempt_at LIMIT 5 FOR UPDATE SKIP LOCKED)
-UPDATE webhook_ingest.jobs j SET state = 'running', attempts = j.attempts + 1, refetch = false
+UPDATE webhook_ingest.queue j SET state = 'running', attempts = j.attempts + 1, refetch = false
   FROM due WHERE j.id = due.id;
 WITH fin AS (
-	SELECT id FROM webhook_ingest.jobs WHERE state = 'running'
-	 LIMIT 5 FOR UPDATE SKIP LOCKED)
-UPDATE webhook_ingest.jobs j
-   SET state = CASE WHEN j.refetch THEN 'pending' ELSE 'done' END::webhook_ingest.job_state,
-       refetch = false
-  FROM fin WHERE j.id = fin.id;
+	SELECT id FROM webhook_ingest.queue WHERE state = 'running'
+	 LIMIT 5 FOR NO KEY UPDATE SKIP LOCKED),
+again AS (
+	UPDATE webhook_ingest.queue j SET state = 'pending', refetch = false
+	  FROM fin WHERE j.id = fin.id AND j.refetch
+	RETURNING j.id),
+gone AS (
+	DELETE FROM webhook_ingest.queue j USING fin WHERE j.id = fin.id AND NOT j.refetch
+	RETURNING j.*)
+INSERT INTO webhook_ingest.job_history (id, finished_at, created_at, started_at, source_id, events, attempts,
+                                        last_status, external_id)
+SELECT g.id, now(), g.created_at, g.started_at, s.id, g.events, g.attempts, 200, g.external_id
+  FROM gone g JOIN webhook_ingest.sources s ON s.name = g.source;
 },
 	},
 	'app');
