@@ -278,7 +278,7 @@ my @bad = grep { $new_lsn{$_} eq 'NULL' } sort keys %new_lsn;
 is(scalar(@bad), 0, "every lost done_lsn was filled in: " . join(', ', map { "$_ $new_lsn{$_}" } sort keys %new_lsn));
 is(q_ok($app, join(' AND ', 'SELECT true', map { "'$new_lsn{$_}'::pg_lsn >= '$old_lsn{$_}'" } grep { $new_lsn{$_} ne 'NULL' } keys %new_lsn)),
 	't', '  each at or past the commit it stands for');
-ok($primary->log_contains("filled in done_lsn of \d+ completion batches a previous worker committed"),
+ok($primary->log_contains('filled in done_lsn of \d+ completion batches a previous worker committed'),
 	"the new worker logged that it filled in $lost");
 my $filled = $new_lsn{$done_job};
 is((replayed($reader, "'$filled'", '30s'))[0], 't',
