@@ -182,7 +182,7 @@ is(scalar_sql(q{SELECT state FROM webhook_ingest.jobs WHERE external_id = 'after
 scalar_sql(q{
 	CREATE FUNCTION refuse_failure() RETURNS trigger LANGUAGE plpgsql AS $$
 	BEGIN RAISE EXCEPTION 'refusing to record %', NEW.external_id; END $$;
-	CREATE TRIGGER refuse_failure BEFORE UPDATE ON webhook_ingest.jobs FOR EACH ROW
+	CREATE TRIGGER refuse_failure BEFORE UPDATE ON webhook_ingest.queue FOR EACH ROW
 	    WHEN (NEW.external_id = 'boom' AND NEW.last_error LIKE '%HTTP 500%') EXECUTE FUNCTION refuse_failure();
 	SELECT webhook_ingest.add_source('erroring', 'http://127.0.0.1:18080/error/{external_id}', timeout_ms => 1000,
 	                                 max_attempts => 2);
@@ -203,7 +203,7 @@ is(scalar_sql(q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'webhook_i
 	'the worker recovered from the error without a restart');
 $node->wait_for_log(qr/giving up completing job \d+ after 3 errors/);
 ok(1, 'after 3 errors the worker gave the job up');
-scalar_sql(q{DROP TRIGGER refuse_failure ON webhook_ingest.jobs});
+scalar_sql(q{DROP TRIGGER refuse_failure ON webhook_ingest.queue});
 $node->poll_query_until('postgres', q{SELECT state = 'dead' FROM webhook_ingest.jobs WHERE external_id = 'boom'})
   or diag(scalar_sql(q{SELECT state, attempts, last_error FROM webhook_ingest.jobs WHERE external_id = 'boom'}));
 like(scalar_sql(q{SELECT state || ': ' || last_error FROM webhook_ingest.jobs WHERE external_id = 'boom'}),
