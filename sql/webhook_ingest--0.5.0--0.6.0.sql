@@ -213,17 +213,25 @@ AS $fn$
 DECLARE
     new_id integer;
 BEGIN
-    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+    IF TG_OP = 'INSERT' THEN
+        SELECT s.id INTO new_id FROM webhook_ingest.sources s WHERE s.name = NEW.source;
+        IF new_id IS NULL THEN
+            -- (a 0.5.0 dump restored: its events may come before its sources) the old
+            -- ledger's shape, which enqueue checks too, and which goes whole after dedup_window
+            INSERT INTO webhook_ingest.events_legacy (source, event_id, received_at)
+            VALUES (NEW.source, NEW.event_id, coalesce(NEW.received_at, now()));
+        ELSE
+            INSERT INTO webhook_ingest.event_ledger (source_id, received, event_id)
+            VALUES (new_id, webhook_ingest._seconds(coalesce(NEW.received_at, now())), NEW.event_id);
+        END IF;
+        RETURN NEW;
+    END IF;
+    IF TG_OP = 'UPDATE' THEN
         SELECT s.id INTO new_id FROM webhook_ingest.sources s WHERE s.name = NEW.source;
         IF new_id IS NULL THEN
             RAISE EXCEPTION 'source "%" does not exist', webhook_ingest._clip(NEW.source)
                 USING ERRCODE = 'undefined_object';
         END IF;
-    END IF;
-    IF TG_OP = 'INSERT' THEN
-        INSERT INTO webhook_ingest.event_ledger (source_id, received, event_id)
-        VALUES (new_id, webhook_ingest._seconds(coalesce(NEW.received_at, now())), NEW.event_id);
-        RETURN NEW;
     END IF;
     IF TG_OP = 'UPDATE' THEN
         UPDATE webhook_ingest.event_ledger e

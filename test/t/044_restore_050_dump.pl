@@ -1,0 +1,66 @@
+# A dump taken of 0.5.0 restores into 0.6.0: CREATE EXTENSION makes 0.6.0,
+# and the dump's COPY into jobs and events (views since 0.6.0) goes through
+# their INSTEAD OF triggers into queue and (event ids whose source is not
+# there yet) events_legacy, which enqueue checks too.  Every job the dump
+# holds comes back (a running one pending, as in 0.5.0), every event id is
+# still a duplicate, new job ids follow the dumped ones, and the worker
+# drains the restored queue.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('restore050');
+$node->init;
+$node->append_conf('postgresql.conf', qq{
+shared_preload_libraries = 'webhook_ingest'
+webhook_ingest.poll_interval = 50ms
+webhook_ingest.max_databases = 4
+});
+$node->start;
+my $tmp = PostgreSQL::Test::Utils::tempdir;
+
+$node->safe_psql('postgres', 'CREATE DATABASE old050');
+$node->safe_psql('old050', q{
+	CREATE EXTENSION webhook_ingest VERSION '0.5.0';
+	SELECT webhook_ingest.add_source('blog', 'http://127.0.0.1:18080/posts/{external_id}');
+	SELECT webhook_ingest.pause_source('blog');       -- the 0.6.0 library's worker waits at 0.5.0 anyway
+	SELECT count(*) FROM generate_series(1, 20) i,
+	       webhook_ingest.enqueue('blog', 'p-' || i, jsonb_build_object('n', i), 'ev-' || i) e;
+	UPDATE webhook_ingest.jobs SET state = 'dead', finished_at = now(), last_error = 'HTTP 500'
+	 WHERE external_id = 'p-1';
+	UPDATE webhook_ingest.jobs SET state = 'running', attempts = 1, lease_until = now() + interval '1 hour'
+	 WHERE external_id = 'p-2';
+	UPDATE webhook_ingest.jobs SET state = 'done', finished_at = now(), done_lsn = pg_current_wal_lsn()
+	 WHERE external_id = 'p-3';
+});
+is($node->safe_psql('old050', q{SELECT extversion FROM pg_extension WHERE extname = 'webhook_ingest'}),
+	'0.5.0', 'the source database is at 0.5.0');
+my $max_id = $node->safe_psql('old050', q{SELECT max(id) FROM webhook_ingest.jobs});
+$node->command_ok([ 'pg_dump', '-Fc', '-d', 'old050', '-f', "$tmp/old050.dump" ], 'pg_dump -Fc of the 0.5.0 database');
+
+$node->safe_psql('postgres', 'CREATE DATABASE new060');
+$node->command_ok([ 'pg_restore', '--exit-on-error', '-d', 'new060', "$tmp/old050.dump" ],
+	'the 0.5.0 dump restores into a new database (pg_restore --exit-on-error)');
+is($node->safe_psql('new060', q{SELECT extversion FROM pg_extension WHERE extname = 'webhook_ingest'}),
+	'0.6.0', '  which has 0.6.0');
+is($node->safe_psql('new060', q{SELECT string_agg(state || '=' || n, ',' ORDER BY state) FROM
+	(SELECT state::text, count(*) n FROM webhook_ingest.queue GROUP BY 1) s}),
+	'dead=1,pending=18', '  the queue holds the dumped jobs: 18 pending (the running one among them), 1 dead (done ones stay behind)');
+is($node->safe_psql('new060', q{SELECT last_error FROM webhook_ingest.jobs WHERE external_id = 'p-2'}),
+	'reclaimed: restored while it was running', '  the running job came back pending, as a restore makes it');
+is($node->safe_psql('new060', q{SELECT count(*) FROM webhook_ingest.events}), '20',
+	'  the 20 event ids are there (in events_legacy: the dump loads them before their source)');
+is($node->safe_psql('new060', q{SELECT outcome FROM webhook_ingest.enqueue('blog', 'p-9', NULL, 'ev-9')}),
+	'duplicate', 'a redelivered event id is still a duplicate');
+my $new = $node->safe_psql('new060', q{SELECT job_id FROM webhook_ingest.enqueue('blog', 'q-1', NULL, 'ev-new')});
+cmp_ok($new, '>', $max_id, "a new job's id ($new) follows the dumped ones (up to $max_id)");
+
+$node->safe_psql('new060', q{SELECT webhook_ingest.resume_source('blog')});
+ok($node->poll_query_until('new060', q{SELECT count(*) = 0 FROM webhook_ingest.queue WHERE state = 'pending'}),
+	'the worker drains the restored queue');
+is($node->safe_psql('new060', q{SELECT count(*) FROM webhook_ingest.job_history}), '19',
+	'  into job_history: the 18 restored pending jobs and the new one');
+$node->stop;
+done_testing();
