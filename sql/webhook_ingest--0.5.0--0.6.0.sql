@@ -263,8 +263,14 @@ UPDATE webhook_ingest.purge_position SET next_page = 0;
  * Done jobs, one row each: what 0.5.0 kept minus the payload and what is
  * constant or derived for a done job (the jobs view gives those back).
  * Partitioned by finished_at (the completion batch's now()); the worker
- * creates partitions ahead and drops them past retention.  The DEFAULT
- * partition catches a completion that finds no partition yet.
+ * creates partitions ahead and drops them past retention.  A done job whose
+ * time no partition covers (a completion right after a restart, partitions
+ * that could not be made for a while) goes to job_history_overflow, a plain
+ * table beside it: not a DEFAULT partition, because attaching a partition
+ * next to a DEFAULT one locks the DEFAULT against every reader of the jobs
+ * view, so an open transaction that read it would keep the worker from ever
+ * making partitions (test/t/108); attached beside no DEFAULT, a partition
+ * waits for no reader.
  */
 CREATE TABLE webhook_ingest.job_history (
     id              bigint NOT NULL,
@@ -277,9 +283,13 @@ CREATE TABLE webhook_ingest.job_history (
     last_status     smallint,
     external_id     text COLLATE "C" NOT NULL
 ) PARTITION BY RANGE (finished_at);
-CREATE TABLE webhook_ingest.job_history_default PARTITION OF webhook_ingest.job_history DEFAULT;
 CREATE INDEX job_history_id ON webhook_ingest.job_history USING hash (id) WITH (fillfactor = 100);
 CREATE INDEX job_history_finished ON webhook_ingest.job_history USING brin (finished_at);
+CREATE TABLE webhook_ingest.job_history_overflow (LIKE webhook_ingest.job_history);
+CREATE INDEX job_history_overflow_id ON webhook_ingest.job_history_overflow USING hash (id);
+CREATE INDEX job_history_overflow_finished ON webhook_ingest.job_history_overflow (finished_at);
+COMMENT ON TABLE webhook_ingest.job_history_overflow IS
+    'done jobs whose finished_at no partition of job_history covered when they finished; deleted after retention';
 COMMENT ON TABLE webhook_ingest.job_history IS
     'done jobs, without payload: partitioned by finished_at, a partition dropped whole after webhook_ingest.retention';
 
@@ -300,15 +310,24 @@ CREATE TABLE webhook_ingest.kept_payloads (
     kept_until      timestamptz NOT NULL,
     payload         jsonb NOT NULL
 ) PARTITION BY RANGE (kept_until);
-CREATE TABLE webhook_ingest.kept_payloads_default PARTITION OF webhook_ingest.kept_payloads DEFAULT;
 CREATE INDEX kept_payloads_job ON webhook_ingest.kept_payloads USING hash (job_id) WITH (fillfactor = 100);
+CREATE TABLE webhook_ingest.kept_payloads_overflow (LIKE webhook_ingest.kept_payloads);
+CREATE INDEX kept_payloads_overflow_job ON webhook_ingest.kept_payloads_overflow USING hash (job_id);
+CREATE INDEX kept_payloads_overflow_until ON webhook_ingest.kept_payloads_overflow (kept_until);
+COMMENT ON TABLE webhook_ingest.kept_payloads_overflow IS
+    'kept payloads whose kept_until no partition of kept_payloads covered; deleted when they expire';
 COMMENT ON TABLE webhook_ingest.kept_payloads IS
     'payloads of done jobs of sources with keep_payloads, partitioned by kept_until and dropped whole';
 
 ALTER TABLE webhook_ingest.job_history ENABLE ROW LEVEL SECURITY;
 ALTER TABLE webhook_ingest.kept_payloads ENABLE ROW LEVEL SECURITY;
+ALTER TABLE webhook_ingest.job_history_overflow ENABLE ROW LEVEL SECURITY;
+ALTER TABLE webhook_ingest.kept_payloads_overflow ENABLE ROW LEVEL SECURITY;
 CREATE POLICY job_history_admin ON webhook_ingest.job_history TO webhook_ingest_admin USING (true);
 CREATE POLICY kept_payloads_admin ON webhook_ingest.kept_payloads TO webhook_ingest_admin USING (true);
+CREATE POLICY job_history_overflow_admin ON webhook_ingest.job_history_overflow TO webhook_ingest_admin USING (true);
+CREATE POLICY kept_payloads_overflow_admin ON webhook_ingest.kept_payloads_overflow TO webhook_ingest_admin
+    USING (true);
 
 /* ---- the move of 0.5.0's rows ---- */
 
@@ -355,10 +374,13 @@ UNION ALL
 SELECT h.id, s.name, h.external_id, 'done'::webhook_ingest.job_state, k.payload, h.events, false,
        h.attempts::integer, NULL::text, h.last_status::integer, h.created_at, h.finished_at, h.finished_at,
        NULL::timestamptz, NULL::integer, h.finished_at, h.started_at, b.done_lsn
-  FROM webhook_ingest.job_history h
+  FROM (SELECT * FROM webhook_ingest.job_history
+        UNION ALL SELECT * FROM webhook_ingest.job_history_overflow) h
   JOIN webhook_ingest.sources s ON s.id = h.source_id
   LEFT JOIN webhook_ingest.done_batches b ON b.finished_at = h.finished_at
-  LEFT JOIN webhook_ingest.kept_payloads k ON k.job_id = h.id AND k.kept_until > now()
+  LEFT JOIN (SELECT * FROM webhook_ingest.kept_payloads
+             UNION ALL SELECT * FROM webhook_ingest.kept_payloads_overflow) k
+         ON k.job_id = h.id AND k.kept_until > now()
  WHERE webhook_ingest._may_read_jobs(s.name)
 UNION ALL
 SELECT l.id, l.source, l.external_id, l.state, l.payload, l.events, l.refetch, l.attempts, l.last_error,
@@ -400,10 +422,18 @@ BEGIN
     IF sid IS NULL THEN
         RAISE EXCEPTION 'source "%" does not exist', webhook_ingest._clip(j.source) USING ERRCODE = 'undefined_object';
     END IF;
-    INSERT INTO webhook_ingest.job_history (id, finished_at, created_at, started_at, source_id, events, attempts,
-                                            last_status, external_id)
-    VALUES (j.id, coalesce(j.finished_at, now()), coalesce(j.created_at, now()), j.started_at, sid,
-            coalesce(j.events, 1), least(coalesce(j.attempts, 0), 32767), j.last_status, j.external_id);
+    j.finished_at := coalesce(j.finished_at, now());
+    IF webhook_ingest._covers('webhook_ingest.job_history', j.finished_at) THEN
+        INSERT INTO webhook_ingest.job_history (id, finished_at, created_at, started_at, source_id, events,
+                                                attempts, last_status, external_id)
+        VALUES (j.id, j.finished_at, coalesce(j.created_at, now()), j.started_at, sid,
+                coalesce(j.events, 1), least(coalesce(j.attempts, 0), 32767), j.last_status, j.external_id);
+    ELSE
+        INSERT INTO webhook_ingest.job_history_overflow (id, finished_at, created_at, started_at, source_id, events,
+                                                         attempts, last_status, external_id)
+        VALUES (j.id, j.finished_at, coalesce(j.created_at, now()), j.started_at, sid,
+                coalesce(j.events, 1), least(coalesce(j.attempts, 0), 32767), j.last_status, j.external_id);
+    END IF;
     IF j.done_lsn IS NOT NULL THEN
         INSERT INTO webhook_ingest.done_batches (finished_at, done_lsn)
         VALUES (coalesce(j.finished_at, now()), j.done_lsn)
@@ -424,7 +454,12 @@ BEGIN
         RETURN true;
     END IF;
     DELETE FROM webhook_ingest.kept_payloads k WHERE k.job_id = _unfile_job.job_id;
+    DELETE FROM webhook_ingest.kept_payloads_overflow k WHERE k.job_id = _unfile_job.job_id;
     DELETE FROM webhook_ingest.job_history h WHERE h.id = job_id;
+    IF FOUND THEN
+        RETURN true;
+    END IF;
+    DELETE FROM webhook_ingest.job_history_overflow h WHERE h.id = job_id;
     IF FOUND THEN
         RETURN true;
     END IF;
@@ -524,12 +559,47 @@ SELECT c.relname::text, b[1]::timestamptz, b[2]::timestamptz
  ORDER BY 2
 $$;
 
+-- Does a partition of parent take rows of time t?
+CREATE FUNCTION webhook_ingest._covers(parent regclass, t timestamptz)
+RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT EXISTS (SELECT FROM webhook_ingest._partitions(parent) p WHERE p.lower_bound <= t AND t < p.upper_bound)
+$$;
+
+/*
+ * Until when the partitions of parent take rows without a gap from now on
+ * ('-infinity' when none takes now's): the worker routes what falls past it
+ * to the overflow table instead (src/complete.c).
+ */
+CREATE FUNCTION webhook_ingest._horizon(parent regclass)
+RETURNS timestamptz
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    p record;
+    until timestamptz := '-infinity';
+BEGIN
+    FOR p IN SELECT * FROM webhook_ingest._partitions(parent) WHERE upper_bound > now() LOOP
+        IF until = '-infinity' THEN
+            EXIT WHEN p.lower_bound > now();
+        ELSIF p.lower_bound <> until THEN
+            EXIT;
+        END IF;
+        until := p.upper_bound;
+    END LOOP;
+    RETURN until;
+END
+$fn$;
+
 /*
  * Partitions of parent covering [from_t, to_t), aligned on the width,
  * each starting where the one before it ends; each one a member of the
  * extension (so pg_dump leaves it out, as it does the parent's rows).  Under
- * lock_timeout: a partition that cannot be made now (its lock is taken, or
- * the DEFAULT holds rows of its range) is left for the next round.
+ * lock_timeout: a partition that cannot be made now is left for the next
+ * round.
  * Returns the partitions made.
  */
 CREATE FUNCTION webhook_ingest._ensure_partitions(parent regclass, from_t timestamptz, to_t timestamptz)
@@ -563,11 +633,14 @@ BEGIN
             part := format('%s_p%s', (SELECT c.relname FROM pg_catalog.pg_class c WHERE c.oid = parent),
                            to_char(t AT TIME ZONE 'UTC', 'YYYYMMDD"_"HH24MI'));
             BEGIN
-                EXECUTE format('CREATE TABLE webhook_ingest.%I PARTITION OF %s FOR VALUES FROM (%L) TO (%L)',
-                               part, parent, t, hi);
+                -- made alone, then attached: ATTACH takes SHARE UPDATE EXCLUSIVE on the
+                -- parent, which no reader or writer of it conflicts with
+                EXECUTE format('CREATE TABLE webhook_ingest.%I (LIKE %s)', part, parent);
+                EXECUTE format('ALTER TABLE %s ATTACH PARTITION webhook_ingest.%I FOR VALUES FROM (%L) TO (%L)',
+                               parent, part, t, hi);
                 EXECUTE format('ALTER EXTENSION webhook_ingest ADD TABLE webhook_ingest.%I', part);
                 made := made + 1;
-            EXCEPTION WHEN lock_not_available OR check_violation OR duplicate_table THEN
+            EXCEPTION WHEN lock_not_available OR duplicate_table THEN
                 NULL;       -- next round
             END;
         END IF;
@@ -617,6 +690,7 @@ DECLARE
     hi bigint;
     keep_from timestamptz := now() - coalesce(webhook_ingest._retention(), interval '1000 years');
     oldest timestamptz;
+    covered tstzrange[];
 BEGIN
     SELECT * INTO m FROM webhook_ingest.legacy_migration FOR UPDATE;
     IF m.moved_upto >= m.last_id THEN
@@ -644,13 +718,25 @@ BEGIN
        AND l.finished_at >= keep_from
      GROUP BY l.finished_at
     ON CONFLICT (finished_at) DO UPDATE SET done_lsn = greatest(done_batches.done_lsn, EXCLUDED.done_lsn);
-    INSERT INTO webhook_ingest.job_history (id, finished_at, created_at, started_at, source_id, events, attempts,
-                                            last_status, external_id)
-    SELECT l.id, l.finished_at, l.created_at, l.started_at, s.id, l.events, least(l.attempts, 32767),
-           l.last_status, l.external_id
-      FROM webhook_ingest.jobs_legacy l
-      JOIN webhook_ingest.sources s ON s.name = l.source
-     WHERE l.id > m.moved_upto AND l.id <= hi AND l.state = 'done' AND l.finished_at >= keep_from;
+    -- (into the partitions where they cover the job's time, else the overflow)
+    covered := ARRAY(SELECT tstzrange(p.lower_bound, p.upper_bound)
+                       FROM webhook_ingest._partitions('webhook_ingest.job_history') p);
+    WITH moved AS (
+        SELECT l.id, l.finished_at, l.created_at, l.started_at, s.id AS source_id, l.events,
+               least(l.attempts, 32767) AS attempts, l.last_status, l.external_id,
+               l.finished_at <@ ANY (covered) AS in_partitions
+          FROM webhook_ingest.jobs_legacy l
+          JOIN webhook_ingest.sources s ON s.name = l.source
+         WHERE l.id > m.moved_upto AND l.id <= hi AND l.state = 'done' AND l.finished_at >= keep_from),
+    into_partitions AS (
+        INSERT INTO webhook_ingest.job_history (id, finished_at, created_at, started_at, source_id, events,
+                                                attempts, last_status, external_id)
+        SELECT id, finished_at, created_at, started_at, source_id, events, attempts, last_status, external_id
+          FROM moved WHERE in_partitions)
+    INSERT INTO webhook_ingest.job_history_overflow (id, finished_at, created_at, started_at, source_id, events,
+                                                     attempts, last_status, external_id)
+    SELECT id, finished_at, created_at, started_at, source_id, events, attempts, last_status, external_id
+      FROM moved WHERE NOT in_partitions;
     INSERT INTO webhook_ingest.queue (id, source, external_id, state, payload, events, refetch, attempts,
                                       last_error, last_status, created_at, updated_at, next_attempt_at,
                                       lease_until, worker_pid, finished_at, started_at)
@@ -667,11 +753,13 @@ $fn$;
 /*
  * The worker's storage round (src/job_store.c), in its transaction under
  * webhook_ingest.lock_timeout: partitions ahead, partitions and rows past
- * retention, one step of the move of 0.5.0's rows.  Returns true when work
- * is left that the worker should come back for soon.
+ * retention, one step of the move of 0.5.0's rows.  behind: work is left
+ * that the worker should come back for soon; history_until, kept_until:
+ * until when the partitions take rows without a gap (the completions route
+ * rows past that to the overflow tables).
  */
-CREATE FUNCTION webhook_ingest._maintain_storage(move_batch integer DEFAULT 5000)
-RETURNS boolean
+CREATE FUNCTION webhook_ingest._maintain_storage(move_batch integer DEFAULT 5000,
+    OUT behind boolean, OUT history_until timestamptz, OUT kept_until timestamptz)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $fn$
@@ -680,21 +768,21 @@ DECLARE
     retention interval := webhook_ingest._retention();
     keep interval;
     removed bigint;
-    behind boolean := false;
 BEGIN
+    behind := false;
     PERFORM webhook_ingest._ensure_partitions('webhook_ingest.job_history', now(), now() + 3 * width);
     SELECT max(s.keep_payloads) INTO keep FROM webhook_ingest.sources s;
     IF keep IS NOT NULL THEN
         PERFORM webhook_ingest._ensure_partitions('webhook_ingest.kept_payloads', now(), now() + keep + width);
     END IF;
     PERFORM webhook_ingest._drop_partitions('webhook_ingest.kept_payloads', now());
-    DELETE FROM webhook_ingest.kept_payloads_default d
-     WHERE d.ctid = ANY (ARRAY(SELECT x.ctid FROM webhook_ingest.kept_payloads_default x
+    DELETE FROM webhook_ingest.kept_payloads_overflow d
+     WHERE d.ctid = ANY (ARRAY(SELECT x.ctid FROM webhook_ingest.kept_payloads_overflow x
                                 WHERE x.kept_until <= now() LIMIT 1000));
     IF retention IS NOT NULL THEN
         PERFORM webhook_ingest._drop_partitions('webhook_ingest.job_history', now() - retention);
-        DELETE FROM webhook_ingest.job_history_default d
-         WHERE d.ctid = ANY (ARRAY(SELECT x.ctid FROM webhook_ingest.job_history_default x
+        DELETE FROM webhook_ingest.job_history_overflow d
+         WHERE d.ctid = ANY (ARRAY(SELECT x.ctid FROM webhook_ingest.job_history_overflow x
                                     WHERE x.finished_at < now() - retention LIMIT 1000));
         GET DIAGNOSTICS removed = ROW_COUNT;
         behind := removed = 1000;
@@ -716,7 +804,8 @@ BEGIN
     IF webhook_ingest._move_legacy_jobs(move_batch) > 0 THEN
         behind := true;
     END IF;
-    RETURN behind;
+    history_until := webhook_ingest._horizon('webhook_ingest.job_history');
+    kept_until := webhook_ingest._horizon('webhook_ingest.kept_payloads');
 END
 $fn$;
 
@@ -1188,12 +1277,14 @@ COMMENT ON FUNCTION webhook_ingest.alter_source(text, text, regprocedure, jsonb,
 
 REVOKE ALL ON webhook_ingest.queue, webhook_ingest.events, webhook_ingest.event_ledger, webhook_ingest.job_history,
               webhook_ingest.done_batches, webhook_ingest.kept_payloads, webhook_ingest.legacy_migration,
+              webhook_ingest.job_history_overflow, webhook_ingest.kept_payloads_overflow,
               webhook_ingest.jobs FROM PUBLIC;
 REVOKE ALL ON FUNCTION webhook_ingest._seconds(timestamptz), webhook_ingest._at(integer), webhook_ingest._events_write(),
                        webhook_ingest._may_read_jobs(text),
                        webhook_ingest._file_job(webhook_ingest.jobs), webhook_ingest._unfile_job(bigint),
                        webhook_ingest._jobs_write(), webhook_ingest._partition_width(), webhook_ingest._retention(),
-                       webhook_ingest._partitions(regclass), webhook_ingest._ensure_partitions(regclass, timestamptz, timestamptz),
+                       webhook_ingest._partitions(regclass), webhook_ingest._covers(regclass, timestamptz),
+                       webhook_ingest._horizon(regclass), webhook_ingest._ensure_partitions(regclass, timestamptz, timestamptz),
                        webhook_ingest._drop_partitions(regclass, timestamptz), webhook_ingest._move_legacy_jobs(integer),
                        webhook_ingest._maintain_storage(integer), webhook_ingest._check_keep_payloads(interval),
                        webhook_ingest.add_source(text, text, regprocedure, jsonb, integer, integer, regrole[],
@@ -1206,6 +1297,7 @@ REVOKE ALL ON FUNCTION webhook_ingest._seconds(timestamptz), webhook_ingest._at(
     FROM PUBLIC;
 GRANT SELECT ON webhook_ingest.queue, webhook_ingest.events, webhook_ingest.event_ledger, webhook_ingest.job_history,
                 webhook_ingest.done_batches, webhook_ingest.kept_payloads, webhook_ingest.legacy_migration,
+                webhook_ingest.job_history_overflow, webhook_ingest.kept_payloads_overflow,
                 webhook_ingest.jobs
     TO webhook_ingest_admin;
 GRANT SELECT ON SEQUENCE webhook_ingest.jobs_id_seq, webhook_ingest.sources_id_seq TO webhook_ingest_admin;

@@ -277,7 +277,9 @@ store_document(Transfer *t, Datum external_id, Datum details, bool gone)
  * The job is done - or pending again, when a webhook came while it ran.  A
  * done job leaves the queue for job_history in the same statement (its
  * payload to kept_payloads if the source keeps them); its finished_at is
- * the batch's now(), the key of its done_batches row.
+ * the batch's now(), the key of its done_batches row.  A row whose time no
+ * partition covered at the last storage round goes to the overflow table
+ * instead, so a missing partition never fails a completion.
  */
 static void
 mark_done(Transfer *t)
@@ -293,24 +295,38 @@ mark_done(Transfer *t)
 		"  DELETE FROM webhook_ingest.queue"
 		"   WHERE id = $1 AND state::text = 'running' AND attempts = $2 AND NOT refetch"
 		"   RETURNING id, source, external_id, payload, events, attempts, created_at, started_at),"
+		" done AS ("
+		"  SELECT g.id, now() AS finished_at, g.created_at, g.started_at, s.id AS source_id, g.events,"
+		"         least(g.attempts, 32767)::smallint AS attempts, $3 AS last_status, g.external_id,"
+		"         g.payload, now() + s.keep_payloads AS kept_until"
+		"    FROM gone g JOIN webhook_ingest.sources s ON s.name = g.source),"
 		" history AS ("
 		"  INSERT INTO webhook_ingest.job_history (id, finished_at, created_at, started_at, source_id, events,"
 		"                                          attempts, last_status, external_id)"
-		"  SELECT g.id, now(), g.created_at, g.started_at, s.id, g.events, least(g.attempts, 32767), $3,"
-		"         g.external_id"
-		"    FROM gone g JOIN webhook_ingest.sources s ON s.name = g.source),"
+		"  SELECT id, finished_at, created_at, started_at, source_id, events, attempts, last_status, external_id"
+		"    FROM done WHERE finished_at < $4),"
+		" history_overflow AS ("
+		"  INSERT INTO webhook_ingest.job_history_overflow (id, finished_at, created_at, started_at, source_id,"
+		"                                                   events, attempts, last_status, external_id)"
+		"  SELECT id, finished_at, created_at, started_at, source_id, events, attempts, last_status, external_id"
+		"    FROM done WHERE finished_at >= $4),"
 		" kept AS ("
 		"  INSERT INTO webhook_ingest.kept_payloads (job_id, kept_until, payload)"
-		"  SELECT g.id, now() + s.keep_payloads, g.payload"
-		"    FROM gone g JOIN webhook_ingest.sources s ON s.name = g.source"
-		"   WHERE s.keep_payloads IS NOT NULL AND g.payload IS NOT NULL)"
+		"  SELECT id, kept_until, payload FROM done"
+		"   WHERE kept_until < $5 AND payload IS NOT NULL),"
+		" kept_overflow AS ("
+		"  INSERT INTO webhook_ingest.kept_payloads_overflow (job_id, kept_until, payload)"
+		"  SELECT id, kept_until, payload FROM done"
+		"   WHERE kept_until >= $5 AND payload IS NOT NULL)"
 		" SELECT 'pending' FROM again UNION ALL SELECT 'done' FROM gone";
 	static SPIPlanPtr plan = NULL;
-	Oid			types[3] = {INT8OID, INT4OID, INT2OID};
-	Datum		args[3] = {Int64GetDatum(t->job_id), Int32GetDatum(t->attempt),
-	Int16GetDatum((int16) Max(Min(t->status, PG_INT16_MAX), 0))};
+	const WiStorageHorizon *horizon = wi_storage_horizon();
+	Oid			types[5] = {INT8OID, INT4OID, INT2OID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+	Datum		args[5] = {Int64GetDatum(t->job_id), Int32GetDatum(t->attempt),
+		Int16GetDatum((int16) Max(Min(t->status, PG_INT16_MAX), 0)),
+		TimestampTzGetDatum(horizon->history_until), TimestampTzGetDatum(horizon->kept_until)};
 
-	if (wi_run_cached(&plan, sql, 3, types, args, NULL, false) != SPI_OK_SELECT || SPI_processed != 1)
+	if (wi_run_cached(&plan, sql, 5, types, args, NULL, false) != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "could not mark job %lld done", (long long) t->job_id);
 	t->outcome = strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1), "done") == 0 ?
 		WI_OUTCOME_DONE : WI_OUTCOME_REFETCH;

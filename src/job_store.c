@@ -112,17 +112,32 @@ wi_park_paused(void)
  * rows.  Returns true when work is left for soon (false too when the round
  * met a lock timeout: it is tried again next round).
  */
+static WiStorageHorizon horizon = {DT_NOBEGIN, DT_NOBEGIN};
+
 static void
 maintain_storage(void *arg)
 {
 	bool	   *behind = (bool *) arg;
 	static SPIPlanPtr plan = NULL;
+	HeapTuple	row;
+	TupleDesc	desc;
 	bool		isnull;
 
-	if (wi_run_cached(&plan, "SELECT webhook_ingest._maintain_storage()", 0, NULL, NULL, NULL, false) !=
-		SPI_OK_SELECT || SPI_processed != 1)
+	if (wi_run_cached(&plan, "SELECT behind, history_until, kept_until FROM webhook_ingest._maintain_storage()",
+					  0, NULL, NULL, NULL, false) != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "could not maintain storage");
-	*behind = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	row = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	*behind = DatumGetBool(SPI_getbinval(row, desc, 1, &isnull));
+	horizon.history_until = DatumGetTimestampTz(SPI_getbinval(row, desc, 2, &isnull));
+	horizon.kept_until = DatumGetTimestampTz(SPI_getbinval(row, desc, 3, &isnull));
+}
+
+/* Until when the partitions take rows, as the last storage round found. */
+const WiStorageHorizon *
+wi_storage_horizon(void)
+{
+	return &horizon;
 }
 
 bool

@@ -132,8 +132,8 @@ SELECT state, count(*) FROM webhook_ingest.queue GROUP BY 1 ORDER BY 1;
 SELECT state, count(*) FROM webhook_ingest.jobs_legacy GROUP BY 1 ORDER BY 1;
 SELECT count(*) = count(DISTINCT id) AS each_job_once, count(*) = :jobs_before + 2 AS with_the_two_new
   FROM webhook_ingest.jobs;
-SELECT webhook_ingest._maintain_storage() AS more_to_do;
-SELECT webhook_ingest._maintain_storage() AS more_to_do;
+SELECT behind AS more_to_do FROM webhook_ingest._maintain_storage();
+SELECT behind AS more_to_do FROM webhook_ingest._maintain_storage();
 SELECT moved_upto = last_id AS all_moved, jobs_truncated, events_truncated FROM webhook_ingest.legacy_migration;
 SELECT count(*) AS legacy_left, pg_relation_size('webhook_ingest.jobs_legacy') AS legacy_bytes
   FROM webhook_ingest.jobs_legacy;

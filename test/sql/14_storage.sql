@@ -71,20 +71,22 @@ SELECT webhook_ingest.retry(:d1b);
 SELECT state, count(*) FROM webhook_ingest.jobs WHERE external_id = 'd1' GROUP BY 1 ORDER BY 1;
 
 -- partitions: the storage round makes them ahead, as members of the extension
--- (pg_dump leaves them out); a missing partition never fails a write (the
--- DEFAULT takes the row), and the round leaves the range it holds alone
-SELECT webhook_ingest._maintain_storage() IS NOT NULL AS round_ran;
+-- (pg_dump leaves them out), and says until when they take rows; a missing
+-- partition never fails a write (the overflow table takes the row), and the
+-- next round makes it again
+SELECT behind IS NOT NULL AS round_ran, history_until > now() AS covered_ahead FROM webhook_ingest._maintain_storage();
 SELECT count(*) >= 3 AS made_ahead,
        bool_and(EXISTS (SELECT FROM pg_depend d WHERE d.classid = 'pg_class'::regclass
                           AND d.objid = ('webhook_ingest.' || p.name)::regclass AND d.deptype = 'e')) AS all_members
   FROM webhook_ingest._partitions('webhook_ingest.job_history') p WHERE p.upper_bound > now();
 SELECT webhook_ingest._drop_partitions('webhook_ingest.job_history', 'infinity') > 0 AS dropped;
 SELECT count(*) AS partitions_left FROM webhook_ingest._partitions('webhook_ingest.job_history');
+SELECT webhook_ingest._horizon('webhook_ingest.job_history') AS history_until;
 INSERT INTO webhook_ingest.jobs (source, external_id, state, finished_at) VALUES ('st', 'd2', 'done', now());
-SELECT count(*) AS in_default FROM webhook_ingest.job_history_default WHERE external_id = 'd2';
-SELECT webhook_ingest._maintain_storage() IS NOT NULL AS round_ran;
-SELECT count(*) >= 2 AS made_again,
-       bool_and(NOT (p.lower_bound <= now() AND now() < p.upper_bound)) AS not_over_the_default_rows
+SELECT count(*) AS in_overflow FROM webhook_ingest.job_history_overflow WHERE external_id = 'd2';
+SELECT behind IS NOT NULL AS round_ran, history_until > now() AS covered_again FROM webhook_ingest._maintain_storage();
+SELECT count(*) >= 3 AS made_again,
+       count(*) FILTER (WHERE p.lower_bound <= now() AND now() < p.upper_bound) AS taking_now
   FROM webhook_ingest._partitions('webhook_ingest.job_history') p;
 SELECT state FROM webhook_ingest.jobs WHERE external_id = 'd2';
 
