@@ -33,6 +33,14 @@
  * webhook_ingest.dedup_window, and then it is truncated whole.
  */
 
+/*
+ * The old tables first, in the order their users take them: enqueue()
+ * locks jobs before it reads sources, purge_events() its purge_position row
+ * before events.  (ALTER TABLE sources first was a deadlock with an
+ * enqueue() between its two locks.)
+ */
+LOCK TABLE webhook_ingest.jobs, webhook_ingest.purge_position, webhook_ingest.events IN ACCESS EXCLUSIVE MODE;
+
 /* ---- sources: a number for the new tables, and keep_payloads ---- */
 
 ALTER TABLE webhook_ingest.sources
@@ -347,6 +355,16 @@ BEGIN
     PERFORM FROM webhook_ingest.legacy_migration FOR UPDATE;
     DELETE FROM webhook_ingest.jobs_legacy l
      WHERE l.id = job_id AND l.id > (SELECT m.moved_upto FROM webhook_ingest.legacy_migration m);
+    IF FOUND THEN
+        RETURN true;
+    END IF;
+    -- A step of the move that took it committed while we waited: it is in the queue or the history now.
+    DELETE FROM webhook_ingest.queue q WHERE q.id = job_id;
+    IF FOUND THEN
+        RETURN true;
+    END IF;
+    DELETE FROM webhook_ingest.kept_payloads k WHERE k.job_id = _unfile_job.job_id;
+    DELETE FROM webhook_ingest.job_history h WHERE h.id = job_id;
     RETURN FOUND;
 END
 $fn$;

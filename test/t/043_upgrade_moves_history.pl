@@ -19,7 +19,7 @@ use Time::HiRes qw(time usleep);
 
 # Jobs before the upgrade, by id modulo: 1 of 1000 cancelled, 1 of 1000
 # dead, 1 of 1000 pending, 1 of 10000 running, the rest done.
-my $n_jobs = 400_000;
+my $n_jobs = 300_000;
 my $n_events = 100_000;
 my $max_stall_ms = 2000;
 
@@ -30,6 +30,8 @@ shared_preload_libraries = 'webhook_ingest'
 webhook_ingest.poll_interval = 50ms
 webhook_ingest.backoff_base = 50ms
 webhook_ingest.backoff_max = 200ms
+# a worker for postgres only: in database "race" the test takes the move's steps itself
+webhook_ingest.database = 'postgres'
 max_wal_size = '2GB'
 checkpoint_timeout = '30min'
 });
@@ -238,6 +240,61 @@ cmp_ok(scalar(@during_lat), '>', 100, 'enqueue calls ran throughout the update a
 cmp_ok($max_during // 1e9, '<', $max_stall_ms, "the longest enqueue call during the update and the move is under $max_stall_ms ms");
 unlike(slurp_file("$dir/pgbench.out"), qr/run \d+ failed|ERROR|number of failed transactions: [1-9]/,
 	'no enqueue call failed');
+
+# retry() of a done 0.5.0 job while the move step that takes it is in
+# flight (no worker in database "race": the steps are taken here).  The
+# retry waits for the step's lock, then finds the job in the history.
+$node->safe_psql('postgres', 'CREATE DATABASE race');
+$node->safe_psql('race', q{
+	CREATE EXTENSION webhook_ingest VERSION '0.5.0';
+	SELECT webhook_ingest.add_source('src', 'http://127.0.0.1:18080/posts/{external_id}');
+	INSERT INTO webhook_ingest.jobs (id, source, external_id, state, attempts, created_at, updated_at,
+	       next_attempt_at, finished_at, done_lsn)
+	SELECT i, 'src', 'obj-' || i, 'done', 1, now() - interval '1 day', now(), now(),
+	       now() - interval '1 hour' + i * interval '1 ms', '0/1000000'::pg_lsn + i * 8192
+	  FROM generate_series(1, 20000) i;
+	INSERT INTO webhook_ingest.jobs (id, source, external_id, state, attempts, created_at, updated_at,
+	       next_attempt_at, finished_at, last_error)
+	VALUES (20001, 'src', 'obj-c', 'cancelled', 1, now(), now(), now(), now(), 'cancelled by admin');
+	SELECT setval(pg_get_serial_sequence('webhook_ingest.jobs', 'id'), 20001);
+});
+# First: an application transaction that read a job and then enqueues while
+# the ALTER waits for it.  The ALTER takes the jobs table before sources, as
+# enqueue() does, so neither fails with a deadlock.
+my ($app_in, $app_out, $app_err) = ('', '', '');
+my $app = IPC::Run::start(['psql', '-XAtq', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('race')],
+	'<', \$app_in, '>', \$app_out, '2>', \$app_err, IPC::Run::timeout(60));
+$app_in .= "BEGIN;\nSELECT state FROM webhook_ingest.jobs WHERE id = 1;\n";
+$app->pump until $app_out =~ /done/;
+my ($alter_out, $alter_err) = ('', '');
+my $alter = IPC::Run::start(['psql', '-XAtq', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('race'),
+	'-c', 'ALTER EXTENSION webhook_ingest UPDATE'], '>', \$alter_out, '2>', \$alter_err);
+ok($node->poll_query_until('race', q{
+	SELECT count(*) > 0 FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+	 WHERE NOT l.granted AND a.query LIKE 'ALTER EXTENSION%'}),
+	'the ALTER waits for an application transaction that read the jobs table');
+$app_in .= "SELECT outcome FROM webhook_ingest.enqueue('src', 'app-obj', NULL, 'app-ev');\nCOMMIT;\n\\q\n";
+$app->finish;
+my $app_rc = $?;
+$alter->finish;
+my $alter_rc = $?;
+is("$app_rc $alter_rc " . join(',', split /\n/, $app_out), '0 0 done,queued',
+	'that transaction enqueues and commits, then the ALTER completes (no deadlock)')
+  or diag("app: $app_err; alter: $alter_err");
+$node->safe_psql('race', 'SELECT webhook_ingest._move_legacy_jobs(5000)');
+my ($step_out, $step_err) = ('', '');
+my $step = IPC::Run::start(['psql', '-XAtq', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('race'),
+	'-c', 'BEGIN', '-c', 'SELECT webhook_ingest._move_legacy_jobs(20000)', '-c', 'SELECT pg_sleep(3)',
+	'-c', 'COMMIT'], '>', \$step_out, '2>', \$step_err);
+ok($node->poll_query_until('race', q{
+	SELECT count(*) = 1 FROM pg_stat_activity WHERE datname = 'race' AND query = 'SELECT pg_sleep(3)'}),
+	'a move step holds its lock (uncommitted)');
+my ($rc, $out, $err) = $node->psql('race', 'SELECT webhook_ingest.retry(9000), webhook_ingest.retry(20001)');
+$step->finish;
+is("$rc $out", '0 t|t', 'retry() of a done and a cancelled 0.5.0 job waits for the move step that takes them, then works')
+  or diag($err);
+is($node->safe_psql('race', q{SELECT string_agg(id || ':' || state, ',' ORDER BY id) FROM webhook_ingest.jobs
+	WHERE id IN (9000, 20001)}), '9000:pending,20001:pending', 'both are pending again, once each');
 
 $node->stop;
 done_testing();
