@@ -34,6 +34,14 @@
  * webhook_ingest.dedup_window, and then it is truncated whole.
  */
 
+/*
+ * The old tables first, in the order their users take them: enqueue()
+ * locks jobs before it reads sources, purge_events() its purge_position row
+ * before events.  (ALTER TABLE sources first was a deadlock with an
+ * enqueue() between its two locks.)
+ */
+LOCK TABLE webhook_ingest.jobs, webhook_ingest.purge_position, webhook_ingest.events IN ACCESS EXCLUSIVE MODE;
+
 /* ---- sources: a number for the new tables, and keep_payloads ---- */
 
 -- (numbered by an UPDATE of the few rows, then made an identity: sources is not rewritten)
@@ -145,7 +153,9 @@ SELECT l.id, l.source, l.external_id, l.state, l.payload, l.events, l.refetch, l
        l.finished_at, l.started_at
   FROM webhook_ingest.jobs_legacy l
  WHERE l.state = 'dead';
-DELETE FROM webhook_ingest.jobs_legacy l WHERE l.state IN ('pending', 'running', 'dead');
+-- Two statements, one per partial index (one IN of all three states is a scan of the whole table).
+DELETE FROM webhook_ingest.jobs_legacy l WHERE l.state IN ('pending', 'running');
+DELETE FROM webhook_ingest.jobs_legacy l WHERE l.state = 'dead';
 /*
  * A row inserted as running (a dump of a running job, restored) is due
  * again.  Made after the move: a job left running by the worker before the
@@ -466,6 +476,16 @@ BEGIN
     PERFORM FROM webhook_ingest.legacy_migration FOR UPDATE;
     DELETE FROM webhook_ingest.jobs_legacy l
      WHERE l.id = job_id AND l.id > (SELECT m.moved_upto FROM webhook_ingest.legacy_migration m);
+    IF FOUND THEN
+        RETURN true;
+    END IF;
+    -- A step of the move that took it committed while we waited: it is in the queue or the history now.
+    DELETE FROM webhook_ingest.queue q WHERE q.id = job_id;
+    IF FOUND THEN
+        RETURN true;
+    END IF;
+    DELETE FROM webhook_ingest.kept_payloads k WHERE k.job_id = _unfile_job.job_id;
+    DELETE FROM webhook_ingest.job_history h WHERE h.id = job_id;
     RETURN FOUND;
 END
 $fn$;
