@@ -452,13 +452,15 @@ BEGIN
 END
 $fn$;
 
--- Take one job out of wherever it is (its kept payload too); false if none.
+-- Take one job out of wherever it is (its kept payload too); false if none.  First the
+-- lock a step of the move takes: a job that step is moving is found where it put it.
 CREATE FUNCTION webhook_ingest._unfile_job(job_id bigint)
 RETURNS boolean
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 BEGIN
+    PERFORM FROM webhook_ingest.legacy_migration FOR UPDATE;
     DELETE FROM webhook_ingest.queue q WHERE q.id = job_id;
     IF FOUND THEN
         RETURN true;
@@ -473,19 +475,8 @@ BEGIN
     IF FOUND THEN
         RETURN true;
     END IF;
-    PERFORM FROM webhook_ingest.legacy_migration FOR UPDATE;
     DELETE FROM webhook_ingest.jobs_legacy l
      WHERE l.id = job_id AND l.id > (SELECT m.moved_upto FROM webhook_ingest.legacy_migration m);
-    IF FOUND THEN
-        RETURN true;
-    END IF;
-    -- A step of the move that took it committed while we waited: it is in the queue or the history now.
-    DELETE FROM webhook_ingest.queue q WHERE q.id = job_id;
-    IF FOUND THEN
-        RETURN true;
-    END IF;
-    DELETE FROM webhook_ingest.kept_payloads k WHERE k.job_id = _unfile_job.job_id;
-    DELETE FROM webhook_ingest.job_history h WHERE h.id = job_id;
     RETURN FOUND;
 END
 $fn$;
