@@ -48,8 +48,9 @@ wi_source_admits(const WiSourceAccess *access, Oid user)
 /*
  * enqueue(): the source exists (as of now, not of the caller's snapshot)
  * and admits the caller; else an error before anything is written.
+ * Returns its number (sources.id).
  */
-void
+int32
 wi_check_may_enqueue(text *source, Oid caller)
 {
 	WiSourceAccess access;
@@ -65,6 +66,7 @@ wi_check_may_enqueue(text *source, Oid caller)
 				 errmsg("permission denied to enqueue into source \"%s\"", wi_clip_text(source)),
 				 errdetail("Role \"%s\" has the privileges of none of the source's enqueue_roles.",
 						   GetUserNameFromId(caller, false))));
+	return access.source_id;
 }
 
 /*

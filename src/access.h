@@ -16,6 +16,7 @@ typedef struct WiSourceAccess
 {
 	int			nroles;			/* -1: enqueue_roles is NULL, any enqueuer */
 	Oid		   *roles;			/* palloc'd in the caller's memory context */
+	int32		source_id;		/* sources.id (0 before 0.6.0 numbered them) */
 } WiSourceAccess;
 
 /* source_cache.c */
@@ -24,7 +25,7 @@ extern uint64 wi_sources_generation(void);
 
 /* access.c */
 extern bool wi_source_admits(const WiSourceAccess *access, Oid user);
-extern void wi_check_may_enqueue(text *source, Oid caller);
+extern int32 wi_check_may_enqueue(text *source, Oid caller);
 
 typedef struct WiSavedUser
 {

@@ -29,6 +29,7 @@
 
 #include "access/detoast.h"
 #include "access/htup_details.h"
+#include "access/relation.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
@@ -36,6 +37,7 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "storage/bufmgr.h"
 #include "storage/lmgr.h"
 #include "tcop/tcopprot.h"
 #include "tcop/utility.h"
@@ -43,6 +45,7 @@
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/rel.h"
 
 #include "webhook_ingest.h"
 #include "access.h"
@@ -66,13 +69,14 @@ static const char *const outcome_names[] = {"queued", "coalesced", "requeued", "
  * SET clause: it would cost every call a GUC save and restore).  They take
  * the source as given: wi_enqueue_admit found it, as of now, under the lock
  * on the queue that drop_source() waits for.  ($1 source, $2 external_id,
- * $3 payload, $4 event_id.)
+ * $3 payload, $4 event_id, $5 the source's number.)
  *
  * Two sets: 0.6.0's tables, and 0.5.0's for the time between installing
  * this library and ALTER EXTENSION UPDATE (the lock finds which is there).
  * In 0.6.0 an id is new only if the old ledger (events_legacy, which takes
  * no insert after the upgrade, and is emptied once all of it is older than
- * dedup_window) does not hold it either.
+ * dedup_window) does not hold it either; once it is empty, the statement
+ * without that probe serves.
  */
 typedef enum WiSchema
 {
@@ -82,14 +86,21 @@ typedef enum WiSchema
 
 static const char *const queue_relname[] = {"jobs", "queue"};
 
+typedef enum WiLedger
+{
+	WI_LEDGER_050 = 0,			/* 0.5.0's events */
+	WI_LEDGER_060_LEGACY = 1,	/* event_ledger, and events_legacy still holds ids */
+	WI_LEDGER_060 = 2			/* event_ledger alone */
+} WiLedger;
+
 static const char *const remember_event_sql[] = {
 	"INSERT INTO webhook_ingest.events (source, event_id) VALUES ($1, $4) ON CONFLICT DO NOTHING",
 	"INSERT INTO webhook_ingest.event_ledger (source_id, event_id) "
-	"SELECT s.id, $4 FROM webhook_ingest.sources s "
-	"WHERE s.name OPERATOR(pg_catalog.=) $1 AND NOT EXISTS ("
+	"SELECT $5, $4 WHERE NOT EXISTS ("
 	"  SELECT FROM webhook_ingest.events_legacy l "
 	"  WHERE l.source OPERATOR(pg_catalog.=) $1 AND l.event_id OPERATOR(pg_catalog.=) $4) "
-	"ON CONFLICT DO NOTHING"
+	"ON CONFLICT DO NOTHING",
+	"INSERT INTO webhook_ingest.event_ledger (source_id, event_id) VALUES ($5, $4) ON CONFLICT DO NOTHING"
 };
 
 /* Returns the job's id and the outcome, 0 to 2 as in EnqueueOutcome. */
@@ -114,10 +125,12 @@ static const char *const upsert_job_sql[] = {UPSERT_JOB_SQL("jobs"), UPSERT_JOB_
 
 static const char *const active_job_sql[] = {ACTIVE_JOB_SQL("jobs"), ACTIVE_JOB_SQL("queue")};
 
-/* Which set this call uses: found by lock_queue(), under its lock. */
+/* Which set this call uses, and the admitted source's number: found by wi_enqueue_admit(). */
 static WiSchema schema = WI_SCHEMA_060;
+static WiLedger ledger = WI_LEDGER_060;
+static int32 admitted_source_id = 0;
 
-static SPIPlanPtr remember_event_plan[2];
+static SPIPlanPtr remember_event_plan[3];
 static SPIPlanPtr upsert_job_plan[2];
 static SPIPlanPtr active_job_plan[2];
 static TupleDesc result_desc;
@@ -127,7 +140,7 @@ static uint64
 run(SPIPlanPtr *plan, const char *sql, int nargs, Datum *args, const char *nulls, int ncols, Datum *values,
 	bool *isnull)
 {
-	static Oid	argtypes[4] = {TEXTOID, TEXTOID, JSONBOID, TEXTOID};
+	static Oid	argtypes[5] = {TEXTOID, TEXTOID, JSONBOID, TEXTOID, INT4OID};
 
 	wi_prepare_once(plan, sql, nargs, argtypes, false);
 	/* Not read-only: each statement sees what committed before it began. */
@@ -147,8 +160,8 @@ static EnqueueOutcome
 enqueue_statements(text *source, text *external_id, Datum payload, bool payload_null, text *event_id,
 				   int64 *job_id, bool *job_id_null)
 {
-	Datum		args[4];
-	char		nulls[4] = {' ', ' ', payload_null ? 'n' : ' ', ' '};
+	Datum		args[5];
+	char		nulls[5] = {' ', ' ', payload_null ? 'n' : ' ', ' ', ' '};
 	Datum		values[2];
 	bool		isnull[2];
 	EnqueueOutcome outcome = OUTCOME_DUPLICATE;
@@ -157,10 +170,12 @@ enqueue_statements(text *source, text *external_id, Datum payload, bool payload_
 	args[1] = PointerGetDatum(external_id);
 	args[2] = payload;
 	args[3] = PointerGetDatum(event_id);
+	args[4] = Int32GetDatum(admitted_source_id);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	if (event_id != NULL &&
-		run(&remember_event_plan[schema], remember_event_sql[schema], 4, args, nulls, 0, NULL, NULL) == 0)
+		run(&remember_event_plan[ledger], remember_event_sql[ledger], ledger == WI_LEDGER_050 ? 4 : 5, args, nulls,
+			0, NULL, NULL) == 0)
 		*job_id_null = run(&active_job_plan[schema], active_job_sql[schema], 2, args, nulls, 1, values, isnull) == 0;
 	else
 	{
@@ -183,6 +198,27 @@ make_result(int64 job_id, bool job_id_null, EnqueueOutcome outcome)
 	values[0] = Int64GetDatum(job_id);
 	values[1] = CStringGetTextDatum(outcome_names[outcome]);
 	return HeapTupleGetDatum(heap_form_tuple(result_desc, values, nulls));
+}
+
+/*
+ * Does the old ledger (0.5.0's events, kept until dedup_window has passed
+ * since the upgrade) hold any id?  Its size says: it takes no insert after
+ * the upgrade (but for a 0.5.0 dump restored), and it goes by TRUNCATE.
+ * The lock is the one the probe of it would take.
+ */
+static bool
+legacy_ids_left(Oid nsp)
+{
+	Oid			relid = get_relname_relid("events_legacy", nsp);
+	Relation	rel;
+	bool		left;
+
+	if (!OidIsValid(relid))
+		return false;
+	rel = relation_open(relid, AccessShareLock);
+	left = RelationGetNumberOfBlocks(rel) > 0;
+	relation_close(rel, NoLock);
+	return left;
 }
 
 /*
@@ -215,7 +251,11 @@ lock_queue(void)
 		if (!OidIsValid(queue))
 			elog(ERROR, "relation webhook_ingest.queue is missing");
 		if (queue == locked)
+		{
+			ledger = schema == WI_SCHEMA_050 ? WI_LEDGER_050 :
+				legacy_ids_left(nsp) ? WI_LEDGER_060_LEGACY : WI_LEDGER_060;
 			return;
+		}
 		LockRelationOid(queue, RowExclusiveLock);
 		locked = queue;
 	}
@@ -249,7 +289,7 @@ void
 wi_enqueue_admit(text *source)
 {
 	lock_queue();
-	wi_check_may_enqueue(source, GetUserId());
+	admitted_source_id = wi_check_may_enqueue(source, GetUserId());
 }
 
 /*

@@ -164,6 +164,8 @@ read_column(const char *name, Datum value, bool isnull, SourceInfo *info)
 	}
 	else if (isnull)
 		return;
+	else if (strcmp(name, "id") == 0)
+		info->access.source_id = DatumGetInt32(value);
 	else if (strcmp(name, "signature_scheme") == 0)
 		info->intake.signature_scheme = copy_varlena(value);
 	else if (strcmp(name, "signing_secrets") == 0)

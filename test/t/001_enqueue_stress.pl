@@ -23,6 +23,8 @@ $node->safe_psql('postgres', 'CREATE DATABASE app');
 $node->safe_psql('app', q{
 	CREATE EXTENSION webhook_ingest;
 	SELECT webhook_ingest.add_source('stress', 'http://127.0.0.1:9/o/{external_id}');
+	-- the partition the worker's storage round would have made (it is off here)
+	SELECT webhook_ingest._ensure_partitions('webhook_ingest.job_history', now(), now() + interval '1 day');
 	CREATE TABLE stress_log (ev text, outcome text);
 });
 
