@@ -34,6 +34,7 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/pg_lsn.h"
+#include "utils/resowner.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
@@ -123,6 +124,70 @@ refuse_own_write(FunctionCallInfo fcinfo, Datum *args, int64 job_id)
 }
 
 /*
+ * Look the job up in a subtransaction rolled back at once: the locks the
+ * lookup takes on the tables under the jobs view (every partition of the
+ * history) go with it, so a waiter holds none while it sleeps and never
+ * keeps the worker from dropping a partition.  The state into *state (in
+ * the caller's memory context); false when there is no such job.
+ */
+static bool
+look_up_job(SPIPlanPtr *plan, Datum *args, char **state, bool *has_lsn)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	bool		found = false;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(caller);
+	PG_TRY();
+	{
+		bool		isnull;
+
+		/*
+		 * Prepared in here too: parsing locks every relation the view reads,
+		 * as the caller (only the columns webhook_ingest_enqueue may read).
+		 */
+		if (*plan == NULL)
+		{
+			Oid			types[1] = {INT8OID};
+
+			*plan = SPI_prepare("SELECT state::pg_catalog.text, done_lsn IS NOT NULL FROM webhook_ingest.jobs "
+								"WHERE id OPERATOR(pg_catalog.=) $1",
+								1, types);
+			if (*plan == NULL)
+				elog(ERROR, "could not prepare the job lookup");
+		}
+		/* Not read-only: each execution takes a new snapshot. */
+		if (SPI_execute_plan(*plan, args, NULL, false, 1) != SPI_OK_SELECT)
+			elog(ERROR, "could not look up job");
+		found = SPI_processed > 0;
+		if (found)
+		{
+			*state = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+			*has_lsn = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+		}
+		SPI_freetuptable(SPI_tuptable);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(caller);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(caller);
+		CurrentResourceOwner = owner;
+		ReThrowError(edata);
+	}
+	PG_END_TRY();
+	RollbackAndReleaseCurrentSubTransaction();
+	MemoryContextSwitchTo(caller);
+	CurrentResourceOwner = owner;
+	return found;
+}
+
+/*
  * wait_for_job(job_id bigint, timeout interval) returns boolean
  */
 Datum
@@ -130,9 +195,8 @@ webhook_ingest_wait_for_job(PG_FUNCTION_ARGS)
 {
 	int64		job_id;
 	TimestampTz deadline;
-	Oid			types[1] = {INT8OID};
 	Datum		args[1];
-	SPIPlanPtr	plan;
+	SPIPlanPtr	plan = NULL;
 	ConditionVariable *cv;
 	bool		result = false;
 	bool		first = true;
@@ -151,34 +215,18 @@ webhook_ingest_wait_for_job(PG_FUNCTION_ARGS)
 	args[0] = Int64GetDatum(job_id);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	/* As the caller: only the columns webhook_ingest_enqueue may read. */
-	plan = SPI_prepare("SELECT state::pg_catalog.text, done_lsn IS NOT NULL FROM webhook_ingest.jobs "
-					   "WHERE id OPERATOR(pg_catalog.=) $1",
-					   1, types);
-	if (plan == NULL)
-		elog(ERROR, "could not prepare the job lookup");
 
 	for (;;)
 	{
-		SPITupleTable *tt;
-		char	   *state;
-		bool		has_lsn;
-		bool		isnull;
+		char	   *state = NULL;
+		bool		has_lsn = false;
 		long		ms;
 
-		ConditionVariablePrepareToSleep(cv);
-		/* Not read-only: each execution takes a new snapshot. */
-		if (SPI_execute_plan(plan, args, NULL, false, 1) != SPI_OK_SELECT)
-			elog(ERROR, "could not look up job");
-		if (SPI_processed == 0)
+		if (!look_up_job(&plan, args, &state, &has_lsn))
 			ereport(ERROR,
 					(errcode(ERRCODE_NO_DATA_FOUND),
 					 errmsg("job %lld does not exist", (long long) job_id),
 					 errhint("Finished jobs are removed after webhook_ingest.retention.")));
-		tt = SPI_tuptable;
-		state = SPI_getvalue(tt->vals[0], tt->tupdesc, 1);
-		has_lsn = DatumGetBool(SPI_getbinval(tt->vals[0], tt->tupdesc, 2, &isnull));
-		SPI_freetuptable(tt);
 		if (first)
 		{
 			refuse_own_write(fcinfo, args, job_id);
@@ -195,6 +243,12 @@ webhook_ingest_wait_for_job(PG_FUNCTION_ARGS)
 		if (ms == 0)
 			break;
 		pfree(state);
+		/*
+		 * Prepared only now: the lookup's subtransaction, rolled back, would
+		 * have cancelled it.  A wake-up between the lookup and here is
+		 * caught by the next recheck (WI_WAIT_RECHECK_MS).
+		 */
+		ConditionVariablePrepareToSleep(cv);
 		(void) ConditionVariableTimedSleep(cv, Min(ms, WI_WAIT_RECHECK_MS), PG_WAIT_EXTENSION);
 	}
 	ConditionVariableCancelSleep();
