@@ -371,17 +371,24 @@ RETURN pg_catalog.pg_has_role('webhook_ingest_admin', 'USAGE') OR webhook_ingest
 /*
  * Every job, with 0.5.0's columns: the queue, the history (state done,
  * last_error NULL, updated_at = next_attempt_at = finished_at, the payload
- * if kept), and the rows of jobs_legacy not moved yet.  A security barrier:
- * the caller's quals run after the row filter, except leakproof ones (an id
- * lookup still uses the indexes).
+ * if kept), and the rows of jobs_legacy not moved yet.  Each branch is a
+ * security barrier view of its own, with its row filter: the caller's quals
+ * run after it, except leakproof ones (an id lookup still uses the
+ * indexes).  A barrier on the UNION ALL alone would not do (audit 0.6.0
+ * storage, finding 2): the planner flattens it into an append of its
+ * branches, and a caller's leaky qual then ran below a branch's filter.
  */
-CREATE VIEW webhook_ingest.jobs WITH (security_barrier) AS
+CREATE VIEW webhook_ingest._jobs_queued (id, source, external_id, state, payload, events, refetch, attempts, last_error, last_status,
+    created_at, updated_at, next_attempt_at, lease_until, worker_pid, finished_at, started_at, done_lsn)
+    WITH (security_barrier) AS
 SELECT q.id, q.source, q.external_id, q.state, q.payload, q.events, q.refetch, q.attempts, q.last_error,
        q.last_status, q.created_at, q.updated_at, q.next_attempt_at, q.lease_until, q.worker_pid,
        q.finished_at, q.started_at, NULL::pg_lsn AS done_lsn
   FROM webhook_ingest.queue q
- WHERE webhook_ingest._may_read_jobs(q.source)
-UNION ALL
+ WHERE webhook_ingest._may_read_jobs(q.source);
+CREATE VIEW webhook_ingest._jobs_finished (id, source, external_id, state, payload, events, refetch, attempts, last_error, last_status,
+    created_at, updated_at, next_attempt_at, lease_until, worker_pid, finished_at, started_at, done_lsn)
+    WITH (security_barrier) AS
 SELECT h.id, s.name, h.external_id, 'done'::webhook_ingest.job_state, k.payload, h.events, false,
        h.attempts::integer, NULL::text, h.last_status::integer, h.created_at, h.finished_at, h.finished_at,
        NULL::timestamptz, NULL::integer, h.finished_at, h.started_at, b.done_lsn
@@ -392,14 +399,23 @@ SELECT h.id, s.name, h.external_id, 'done'::webhook_ingest.job_state, k.payload,
   LEFT JOIN (SELECT * FROM webhook_ingest.kept_payloads
              UNION ALL SELECT * FROM webhook_ingest.kept_payloads_overflow) k
          ON k.job_id = h.id AND k.kept_until > now()
- WHERE webhook_ingest._may_read_jobs(s.name)
-UNION ALL
+ WHERE webhook_ingest._may_read_jobs(s.name);
+CREATE VIEW webhook_ingest._jobs_unmoved (id, source, external_id, state, payload, events, refetch, attempts, last_error, last_status,
+    created_at, updated_at, next_attempt_at, lease_until, worker_pid, finished_at, started_at, done_lsn)
+    WITH (security_barrier) AS
 SELECT l.id, l.source, l.external_id, l.state, l.payload, l.events, l.refetch, l.attempts, l.last_error,
        l.last_status, l.created_at, l.updated_at, l.next_attempt_at, l.lease_until, l.worker_pid,
        l.finished_at, l.started_at, l.done_lsn
   FROM webhook_ingest.jobs_legacy l
  WHERE l.id > (SELECT m.moved_upto FROM webhook_ingest.legacy_migration m)
    AND webhook_ingest._may_read_jobs(l.source);
+REVOKE ALL ON webhook_ingest._jobs_queued, webhook_ingest._jobs_finished, webhook_ingest._jobs_unmoved FROM PUBLIC;
+CREATE VIEW webhook_ingest.jobs WITH (security_barrier) AS
+SELECT * FROM webhook_ingest._jobs_queued
+UNION ALL
+SELECT * FROM webhook_ingest._jobs_finished
+UNION ALL
+SELECT * FROM webhook_ingest._jobs_unmoved;
 COMMENT ON VIEW webhook_ingest.jobs IS
     'every job, as 0.5.0''s jobs table showed it: queue, job_history (payload NULL unless kept) and rows not yet moved';
 
@@ -671,6 +687,7 @@ AS $fn$
 DECLARE
     p record;
     dropped integer := 0;
+    why text;
 BEGIN
     FOR p IN SELECT * FROM webhook_ingest._partitions(parent) WHERE upper_bound <= upto LOOP
         BEGIN
@@ -679,6 +696,13 @@ BEGIN
             dropped := dropped + 1;
         EXCEPTION WHEN lock_not_available THEN
             RETURN dropped;     -- next round
+        WHEN dependent_objects_still_exist THEN
+            -- (a view or default of some role's names it, by a regclass constant
+            -- even): left in place, and the round goes on (audit 0.6.0 storage #1)
+            GET STACKED DIAGNOSTICS why = PG_EXCEPTION_DETAIL;
+            RAISE WARNING 'webhook_ingest: partition % is past its time but cannot be dropped: other objects depend on it',
+                          p.name
+                USING DETAIL = pg_catalog.left(why, 500);
         END;
     END LOOP;
     RETURN dropped;

@@ -199,7 +199,26 @@ take_over(void)
 		ereport(LOG, (errmsg("webhook_ingest worker: filled in done_lsn of %d completion batches a previous worker committed", n)));
 		wi_shmem_all_jobs_finished();
 	}
-	(void) wi_maintain_storage();
+	/*
+	 * Not under the loop's error recovery yet: an error here (one the round
+	 * does not expect) is reported and left for the loop's rounds, not the
+	 * end of the worker (which would meet it again at its next start).
+	 */
+	PG_TRY();
+	{
+		(void) wi_maintain_storage();
+	}
+	PG_CATCH();
+	{
+		HOLD_INTERRUPTS();
+		EmitErrorReport();
+		AbortCurrentTransaction();
+		MemoryContextSwitchTo(TopMemoryContext);
+		FlushErrorState();
+		pgstat_report_activity(STATE_IDLE, NULL);
+		RESUME_INTERRUPTS();
+	}
+	PG_END_TRY();
 }
 
 /*
