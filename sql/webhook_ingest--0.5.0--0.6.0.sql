@@ -678,7 +678,35 @@ BEGIN
 END
 $fn$;
 
--- Drop the partitions of parent that end at or before upto (out of the extension first).
+/*
+ * Drop one partition (out of the extension first): 'dropped', 'locked'
+ * (lock_timeout: the caller stops for this round) or 'pinned' (a view or a
+ * default of some role's names it, by a regclass constant even: it stays,
+ * with a WARNING, and the round goes on; audit 0.6.0 storage #1).
+ */
+CREATE FUNCTION webhook_ingest._drop_partition(name text)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    why text;
+BEGIN
+    EXECUTE format('ALTER EXTENSION webhook_ingest DROP TABLE webhook_ingest.%I', name);
+    EXECUTE format('DROP TABLE webhook_ingest.%I', name);
+    RETURN 'dropped';
+EXCEPTION
+    WHEN lock_not_available THEN
+        RETURN 'locked';
+    WHEN dependent_objects_still_exist THEN
+        GET STACKED DIAGNOSTICS why = PG_EXCEPTION_DETAIL;
+        RAISE WARNING 'webhook_ingest: partition % cannot be dropped: other objects depend on it', name
+            USING DETAIL = pg_catalog.left(why, 500);
+        RETURN 'pinned';
+END
+$fn$;
+
+-- Drop the partitions of parent that end at or before upto.
 CREATE FUNCTION webhook_ingest._drop_partitions(parent regclass, upto timestamptz)
 RETURNS integer
 LANGUAGE plpgsql
@@ -687,23 +715,12 @@ AS $fn$
 DECLARE
     p record;
     dropped integer := 0;
-    why text;
+    outcome text;
 BEGIN
     FOR p IN SELECT * FROM webhook_ingest._partitions(parent) WHERE upper_bound <= upto LOOP
-        BEGIN
-            EXECUTE format('ALTER EXTENSION webhook_ingest DROP TABLE webhook_ingest.%I', p.name);
-            EXECUTE format('DROP TABLE webhook_ingest.%I', p.name);
-            dropped := dropped + 1;
-        EXCEPTION WHEN lock_not_available THEN
-            RETURN dropped;     -- next round
-        WHEN dependent_objects_still_exist THEN
-            -- (a view or default of some role's names it, by a regclass constant
-            -- even): left in place, and the round goes on (audit 0.6.0 storage #1)
-            GET STACKED DIAGNOSTICS why = PG_EXCEPTION_DETAIL;
-            RAISE WARNING 'webhook_ingest: partition % is past its time but cannot be dropped: other objects depend on it',
-                          p.name
-                USING DETAIL = pg_catalog.left(why, 500);
-        END;
+        outcome := webhook_ingest._drop_partition(p.name);
+        EXIT WHEN outcome = 'locked';       -- next round
+        dropped := dropped + (outcome = 'dropped')::integer;
     END LOOP;
     RETURN dropped;
 END
@@ -713,7 +730,7 @@ $fn$;
  * Partitions of parent made ahead at another width (retention changed
  * since) and still empty: dropped, so the next _ensure_partitions makes them
  * at the new width.  The partition taking rows now keeps its old bounds
- * (at most one old width).  Under lock_timeout like _drop_partitions.
+ * (at most one old width).
  */
 CREATE FUNCTION webhook_ingest._recut_partitions(parent regclass)
 RETURNS integer
@@ -725,21 +742,15 @@ DECLARE
     p record;
     holds_rows boolean;
     dropped integer := 0;
+    outcome text;
 BEGIN
     FOR p IN SELECT * FROM webhook_ingest._partitions(parent)
               WHERE lower_bound > now() AND upper_bound - lower_bound <> width LOOP
         EXECUTE format('SELECT EXISTS (SELECT FROM webhook_ingest.%I)', p.name) INTO holds_rows;
         CONTINUE WHEN holds_rows;
-        BEGIN
-            EXECUTE format('ALTER EXTENSION webhook_ingest DROP TABLE webhook_ingest.%I', p.name);
-            EXECUTE format('DROP TABLE webhook_ingest.%I', p.name);
-            dropped := dropped + 1;
-        EXCEPTION
-            WHEN lock_not_available THEN
-                RETURN dropped;     -- next round
-            WHEN dependent_objects_still_exist THEN
-                NULL;               -- something of someone's refers to it: it stays as it is
-        END;
+        outcome := webhook_ingest._drop_partition(p.name);
+        EXIT WHEN outcome = 'locked';       -- next round
+        dropped := dropped + (outcome = 'dropped')::integer;
     END LOOP;
     RETURN dropped;
 END
@@ -1359,7 +1370,8 @@ REVOKE ALL ON FUNCTION webhook_ingest._seconds(timestamptz), webhook_ingest._at(
                        webhook_ingest._jobs_write(), webhook_ingest._partition_width(), webhook_ingest._retention(),
                        webhook_ingest._partitions(regclass), webhook_ingest._covers(regclass, timestamptz),
                        webhook_ingest._horizon(regclass), webhook_ingest._ensure_partitions(regclass, timestamptz, timestamptz),
-                       webhook_ingest._drop_partitions(regclass, timestamptz), webhook_ingest._recut_partitions(regclass),
+                       webhook_ingest._drop_partition(text), webhook_ingest._drop_partitions(regclass, timestamptz),
+                       webhook_ingest._recut_partitions(regclass),
                        webhook_ingest._move_legacy_jobs(integer),
                        webhook_ingest._maintain_storage(integer), webhook_ingest._check_keep_payloads(interval),
                        webhook_ingest.add_source(text, text, regprocedure, jsonb, integer, integer, regrole[],
