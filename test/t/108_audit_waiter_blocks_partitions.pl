@@ -29,7 +29,8 @@ my $ahead = $node->safe_psql('postgres', q{
 	SELECT ceil(extract(epoch FROM max(upper_bound) - now()))::int FROM webhook_ingest._partitions('webhook_ingest.job_history')});
 # The application waits for its job, as it does all day (one waiter at a
 # time would do; here one long wait).
-my $app = $node->background_psql('postgres', on_error_stop => 0, extra_params => ['-U', 'app']);
+my $app = $node->background_psql('postgres', on_error_stop => 0, extra_params => ['-U', 'app'],
+	timeout => $ahead + 300);    # (it lives past the default timeout of 180 s)
 $app->query_until(qr/waiting/, "\\echo waiting\nSELECT webhook_ingest.wait_for_job($held, '10 minutes');\n");
 note "the partitions made ahead end in $ahead s";
 sleep($ahead + 5);
