@@ -706,33 +706,13 @@ EXCEPTION
 END
 $fn$;
 
--- Drop the partitions of parent that end at or before upto.
-CREATE FUNCTION webhook_ingest._drop_partitions(parent regclass, upto timestamptz)
-RETURNS integer
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $fn$
-DECLARE
-    p record;
-    dropped integer := 0;
-    outcome text;
-BEGIN
-    FOR p IN SELECT * FROM webhook_ingest._partitions(parent) WHERE upper_bound <= upto LOOP
-        outcome := webhook_ingest._drop_partition(p.name);
-        EXIT WHEN outcome = 'locked';       -- next round
-        dropped := dropped + (outcome = 'dropped')::integer;
-    END LOOP;
-    RETURN dropped;
-END
-$fn$;
-
 /*
- * Partitions of parent made ahead at another width (retention changed
- * since) and still empty: dropped, so the next _ensure_partitions makes them
- * at the new width.  The partition taking rows now keeps its old bounds
- * (at most one old width).
+ * Drop the partitions of parent that end at or before upto, and those made
+ * ahead at another width (retention changed since) that are still empty, so
+ * that _ensure_partitions makes them again at the new width.  The partition
+ * taking rows now keeps its old bounds (at most one old width).
  */
-CREATE FUNCTION webhook_ingest._recut_partitions(parent regclass)
+CREATE FUNCTION webhook_ingest._drop_partitions(parent regclass, upto timestamptz)
 RETURNS integer
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -745,9 +725,11 @@ DECLARE
     outcome text;
 BEGIN
     FOR p IN SELECT * FROM webhook_ingest._partitions(parent)
-              WHERE lower_bound > now() AND upper_bound - lower_bound <> width LOOP
-        EXECUTE format('SELECT EXISTS (SELECT FROM webhook_ingest.%I)', p.name) INTO holds_rows;
-        CONTINUE WHEN holds_rows;
+              WHERE upper_bound <= upto OR (lower_bound > now() AND upper_bound - lower_bound <> width) LOOP
+        IF p.upper_bound > upto THEN
+            EXECUTE format('SELECT EXISTS (SELECT FROM webhook_ingest.%I)', p.name) INTO holds_rows;
+            CONTINUE WHEN holds_rows;
+        END IF;
         outcome := webhook_ingest._drop_partition(p.name);
         EXIT WHEN outcome = 'locked';       -- next round
         dropped := dropped + (outcome = 'dropped')::integer;
@@ -853,19 +835,19 @@ DECLARE
     removed bigint;
 BEGIN
     behind := false;
-    PERFORM webhook_ingest._recut_partitions('webhook_ingest.job_history');
-    PERFORM webhook_ingest._recut_partitions('webhook_ingest.kept_payloads');
+    -- (expired ones and those made ahead at another width)
+    PERFORM webhook_ingest._drop_partitions('webhook_ingest.job_history',
+                                             CASE WHEN retention IS NULL THEN '-infinity' ELSE now() - retention END);
+    PERFORM webhook_ingest._drop_partitions('webhook_ingest.kept_payloads', now());
     PERFORM webhook_ingest._ensure_partitions('webhook_ingest.job_history', now(), now() + 3 * width);
     SELECT max(s.keep_payloads) INTO keep FROM webhook_ingest.sources s;
     IF keep IS NOT NULL THEN
         PERFORM webhook_ingest._ensure_partitions('webhook_ingest.kept_payloads', now(), now() + keep + width);
     END IF;
-    PERFORM webhook_ingest._drop_partitions('webhook_ingest.kept_payloads', now());
     DELETE FROM webhook_ingest.kept_payloads_overflow d
      WHERE d.ctid = ANY (ARRAY(SELECT x.ctid FROM webhook_ingest.kept_payloads_overflow x
                                 WHERE x.kept_until <= now() LIMIT 1000));
     IF retention IS NOT NULL THEN
-        PERFORM webhook_ingest._drop_partitions('webhook_ingest.job_history', now() - retention);
         DELETE FROM webhook_ingest.job_history_overflow d
          WHERE d.ctid = ANY (ARRAY(SELECT x.ctid FROM webhook_ingest.job_history_overflow x
                                     WHERE x.finished_at < now() - retention LIMIT 1000));
@@ -1371,7 +1353,6 @@ REVOKE ALL ON FUNCTION webhook_ingest._seconds(timestamptz), webhook_ingest._at(
                        webhook_ingest._partitions(regclass), webhook_ingest._covers(regclass, timestamptz),
                        webhook_ingest._horizon(regclass), webhook_ingest._ensure_partitions(regclass, timestamptz, timestamptz),
                        webhook_ingest._drop_partition(text), webhook_ingest._drop_partitions(regclass, timestamptz),
-                       webhook_ingest._recut_partitions(regclass),
                        webhook_ingest._move_legacy_jobs(integer),
                        webhook_ingest._maintain_storage(integer), webhook_ingest._check_keep_payloads(interval),
                        webhook_ingest.add_source(text, text, regprocedure, jsonb, integer, integer, regrole[],

@@ -179,6 +179,17 @@ wait_for_extension(WiCounters *counters)
 	}
 }
 
+/* Report the error in hand and roll its transaction back (interrupts held). */
+static void
+report_and_abort(void)
+{
+	EmitErrorReport();
+	AbortCurrentTransaction();
+	MemoryContextSwitchTo(TopMemoryContext);
+	FlushErrorState();
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
 /*
  * What a previous incarnation left: a job that crashed it, jobs left
  * running, done jobs without their done_lsn; and the partitions the first
@@ -211,11 +222,7 @@ take_over(void)
 	PG_CATCH();
 	{
 		HOLD_INTERRUPTS();
-		EmitErrorReport();
-		AbortCurrentTransaction();
-		MemoryContextSwitchTo(TopMemoryContext);
-		FlushErrorState();
-		pgstat_report_activity(STATE_IDLE, NULL);
+		report_and_abort();
 		RESUME_INTERRUPTS();
 	}
 	PG_END_TRY();
@@ -231,11 +238,7 @@ recover_from_error(WorkerLoop *loop)
 {
 	error_context_stack = NULL;
 	HOLD_INTERRUPTS();
-	EmitErrorReport();
-	AbortCurrentTransaction();
-	MemoryContextSwitchTo(TopMemoryContext);
-	FlushErrorState();
-	pgstat_report_activity(STATE_IDLE, NULL);
+	report_and_abort();
 	wi_loop_recover(loop);
 	RESUME_INTERRUPTS();
 	/* No faster than once a second, in case the error comes back at once. */
