@@ -95,6 +95,18 @@ ms_until(TimestampTz deadline)
  * become ours while we wait: we write nothing meanwhile.)  As the owner:
  * the caller may not read xmin.
  */
+typedef void (*RowReader) (HeapTuple row, TupleDesc desc, void *arg);
+static bool run_released(const char *sql, Datum *args, RowReader read, void *arg);
+
+static void
+read_own_write(HeapTuple row, TupleDesc desc, void *arg)
+{
+	bool		isnull;
+
+	/* (inside the subtransaction: our own writes are those of its parent) */
+	*(bool *) arg = TransactionIdIsCurrentTransactionId(DatumGetTransactionId(SPI_getbinval(row, desc, 1, &isnull)));
+}
+
 static void
 refuse_own_write(FunctionCallInfo fcinfo, Datum *args, int64 job_id)
 {
@@ -102,18 +114,11 @@ refuse_own_write(FunctionCallInfo fcinfo, Datum *args, int64 job_id)
 	const char *sql = OidIsValid(get_relname_relid("queue", get_namespace_oid(WI_SCHEMA_NAME, false))) ?
 		"SELECT xmin FROM webhook_ingest.queue WHERE id OPERATOR(pg_catalog.=) $1" :
 		"SELECT xmin FROM webhook_ingest.jobs WHERE id OPERATOR(pg_catalog.=) $1";
-	Oid			types[1] = {INT8OID};
 	WiSavedUser caller;
-	bool		isnull;
-	bool		ours;
+	bool		ours = false;
 
 	wi_become_owner(fcinfo, &caller);
-	if (SPI_execute_with_args(sql, 1, types, args, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not look up job");
-	ours = SPI_processed > 0 &&
-		TransactionIdIsCurrentTransactionId(DatumGetTransactionId(
-			SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)));
-	SPI_freetuptable(SPI_tuptable);
+	(void) run_released(sql, args, read_own_write, &ours);
 	wi_restore_user(&caller);
 	if (ours)
 		ereport(ERROR,
@@ -124,48 +129,32 @@ refuse_own_write(FunctionCallInfo fcinfo, Datum *args, int64 job_id)
 }
 
 /*
- * Look the job up in a subtransaction rolled back at once: the locks the
- * lookup takes on the tables under the jobs view (every partition of the
- * history) go with it, so a waiter holds none while it sleeps and never
- * keeps the worker from dropping a partition.  The state into *state (in
- * the caller's memory context); false when there is no such job.
+ * Run a one-row query (planned afresh: partitions come and go between two
+ * runs) in a subtransaction rolled back at once, so that the locks it takes
+ * go with it: a waiter holds none on the tables under the jobs view (every
+ * partition of the history) or on the queue while it sleeps, and never keeps
+ * the worker from dropping a partition or anyone from a stronger lock.
+ * read() copies what the caller needs from the row, in the caller's memory
+ * context; false when there is no row.
  */
 static bool
-look_up_job(SPIPlanPtr *plan, Datum *args, char **state, bool *has_lsn)
+run_released(const char *sql, Datum *args, RowReader read, void *arg)
 {
 	MemoryContext caller = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
+	Oid			types[1] = {INT8OID};
 	bool		found = false;
 
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(caller);
 	PG_TRY();
 	{
-		bool		isnull;
-
-		/*
-		 * Prepared in here too: parsing locks every relation the view reads,
-		 * as the caller (only the columns webhook_ingest_enqueue may read).
-		 */
-		if (*plan == NULL)
-		{
-			Oid			types[1] = {INT8OID};
-
-			*plan = SPI_prepare("SELECT state::pg_catalog.text, done_lsn IS NOT NULL FROM webhook_ingest.jobs "
-								"WHERE id OPERATOR(pg_catalog.=) $1",
-								1, types);
-			if (*plan == NULL)
-				elog(ERROR, "could not prepare the job lookup");
-		}
 		/* Not read-only: each execution takes a new snapshot. */
-		if (SPI_execute_plan(*plan, args, NULL, false, 1) != SPI_OK_SELECT)
+		if (SPI_execute_with_args(sql, 1, types, args, NULL, false, 1) != SPI_OK_SELECT)
 			elog(ERROR, "could not look up job");
 		found = SPI_processed > 0;
 		if (found)
-		{
-			*state = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-			*has_lsn = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
-		}
+			read(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, arg);
 		SPI_freetuptable(SPI_tuptable);
 	}
 	PG_CATCH();
@@ -187,6 +176,22 @@ look_up_job(SPIPlanPtr *plan, Datum *args, char **state, bool *has_lsn)
 	return found;
 }
 
+typedef struct JobState
+{
+	char	   *state;
+	bool		has_lsn;
+} JobState;
+
+static void
+read_job_state(HeapTuple row, TupleDesc desc, void *arg)
+{
+	JobState   *js = (JobState *) arg;
+	bool		isnull;
+
+	js->state = SPI_getvalue(row, desc, 1);
+	js->has_lsn = DatumGetBool(SPI_getbinval(row, desc, 2, &isnull));
+}
+
 /*
  * wait_for_job(job_id bigint, timeout interval) returns boolean
  */
@@ -196,7 +201,6 @@ webhook_ingest_wait_for_job(PG_FUNCTION_ARGS)
 	int64		job_id;
 	TimestampTz deadline;
 	Datum		args[1];
-	SPIPlanPtr	plan = NULL;
 	ConditionVariable *cv;
 	bool		result = false;
 	bool		first = true;
@@ -218,15 +222,20 @@ webhook_ingest_wait_for_job(PG_FUNCTION_ARGS)
 
 	for (;;)
 	{
-		char	   *state = NULL;
-		bool		has_lsn = false;
+		JobState	js = {NULL, false};
+		char	   *state;
+		bool		has_lsn;
 		long		ms;
 
-		if (!look_up_job(&plan, args, &state, &has_lsn))
+		/* As the caller: only the columns webhook_ingest_enqueue may read. */
+		if (!run_released("SELECT state::pg_catalog.text, done_lsn IS NOT NULL FROM webhook_ingest.jobs "
+						  "WHERE id OPERATOR(pg_catalog.=) $1", args, read_job_state, &js))
 			ereport(ERROR,
 					(errcode(ERRCODE_NO_DATA_FOUND),
 					 errmsg("job %lld does not exist", (long long) job_id),
 					 errhint("Finished jobs are removed after webhook_ingest.retention.")));
+		state = js.state;
+		has_lsn = js.has_lsn;
 		if (first)
 		{
 			refuse_own_write(fcinfo, args, job_id);
