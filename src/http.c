@@ -29,6 +29,7 @@
 
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <arpa/inet.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -271,15 +272,58 @@ set_tls(Transfer *t)
 }
 
 /*
- * Start fetching t->url.  On failure returns false with *error set, and t
- * holds no curl state.
+ * May a fetch of url go ahead, as far as its host is an IP address?  The
+ * guard checks every address connected to, but through a proxy that is the
+ * proxy's: a target named by its address is checked here too, before any
+ * connection.  Host names are the proxy's to resolve.  If not, t->refused
+ * says why.
+ */
+static bool
+literal_target_allowed(Transfer *t, const char *url)
+{
+	CURLU	   *u = curl_url();
+	char	   *host = NULL;
+	bool		allowed = true;
+
+	if (u != NULL && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+		curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK)
+	{
+		char		bare[64];
+		unsigned char addr[16];
+		size_t		len = strlen(host);
+
+		/* an IPv6 literal comes bracketed (and perhaps with a zone) */
+		if (host[0] == '[' && len >= 2 && len - 2 < sizeof(bare))
+		{
+			memcpy(bare, host + 1, len - 2);
+			bare[len - 2] = '\0';
+			bare[strcspn(bare, "%")] = '\0';
+		}
+		else
+			strlcpy(bare, host, sizeof(bare));
+		if (inet_pton(AF_INET, bare, addr) == 1 || inet_pton(AF_INET6, bare, addr) == 1)
+			allowed = wi_net_allowed_text(bare, t->refused, sizeof(t->refused));
+	}
+	curl_free(host);
+	curl_url_cleanup(u);
+	return allowed;
+}
+
+/*
+ * Start fetching t->url.  On failure returns false with *error set (NULL
+ * when the network guard refused the URL's address: t->refused says why),
+ * and t holds no curl state.
  */
 bool
 wi_http_start(Transfer *t, long connect_timeout_ms, const char **error)
 {
-	CURL	   *easy = curl_easy_init();
+	CURL	   *easy;
 
-	if (easy == NULL)
+	t->refused[0] = '\0';
+	*error = NULL;
+	if (!literal_target_allowed(t, t->url))
+		return false;
+	if ((easy = curl_easy_init()) == NULL)
 	{
 		*error = "could not create a libcurl handle";
 		return false;
@@ -472,7 +516,7 @@ next_hop(Transfer *t)
 		snprintf(t->errbuf, sizeof(t->errbuf), "Maximum (%d) redirects followed", WI_MAX_REDIRECTS);
 		return false;
 	}
-	if (!redirect_allowed(t, location, &tls))
+	if (!redirect_allowed(t, location, &tls) || !literal_target_allowed(t, location))
 		return false;
 	left_ms = t->timeout_ms - (long) ((GetCurrentTimestamp() - t->started) / 1000);
 	if (left_ms <= 0)
