@@ -10,6 +10,12 @@
 #                     (default 600); not part of make test
 
 EXTENSION = webhook_ingest
+# The one version source: webhook_ingest.control (generated from
+# webhook_ingest.control.in), the library (-DEXTVERSION: WI_VERSION in
+# src/webhook_ingest.h) and META.json, debian/changelog and CHANGELOG.md
+# (checked: make version-check, TAP 009).  The newest install script must be
+# this version's (sql/webhook_ingest--$(EXTVERSION).sql).
+EXTVERSION = 0.7.0
 MODULE_big = webhook_ingest
 OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
 # The install and update scripts.  CREATE EXTENSION runs the fresh-install
@@ -35,6 +41,7 @@ SHLIB_LINK += $(shell $(CURL_CONFIG) --libs 2>/dev/null || echo -lcurl)
 # OpenSSL's HMAC, base64 and CRYPTO_memcmp for src/signature.c.
 SHLIB_LINK += -lcrypto
 PG_CPPFLAGS += -Isrc $(shell $(CURL_CONFIG) --cflags 2>/dev/null)
+PG_CPPFLAGS += -DEXTVERSION=\"$(EXTVERSION)\"
 PG_CFLAGS += -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers -Wno-sign-compare
 
 # Suites.  Each runs against a throwaway instance (test/webhook_ingest.conf
@@ -70,11 +77,29 @@ sql/webhook_ingest--0.6.0.sql: $(CHAIN_0.6.0) sql/fresh_install.awk
 sql/webhook_ingest--0.7.0.sql: $(CHAIN_0.7.0) sql/fresh_install.awk
 	awk -f sql/fresh_install.awk $(CHAIN_0.7.0) > $@
 
-# Every object depends on every header (PGXS tracks no header dependencies).
-$(OBJS): $(wildcard src/*.h)
+# Every object depends on every header (PGXS tracks no header dependencies),
+# and on the Makefile, which holds EXTVERSION.
+$(OBJS): $(wildcard src/*.h) Makefile
+
+# PGXS's all and install take $(EXTENSION).control; it is made here.
+$(EXTENSION).control: $(EXTENSION).control.in Makefile
+	sed -e "s/@EXTVERSION@/$(EXTVERSION)/g" $< > $@
+EXTRA_CLEAN += $(EXTENSION).control
+
+# The files that name the version by hand agree with EXTVERSION.
+version-check:
+	@echo '$(FRESH_INSTALLS)' | tr ' ' '\n' | grep -qxF 'sql/$(EXTENSION)--$(EXTVERSION).sql' \
+		|| { echo "FRESH_INSTALLS: no sql/$(EXTENSION)--$(EXTVERSION).sql"; exit 1; }
+	@test "$$(ls sql/$(EXTENSION)--*--*.sql | sed -e 's/.*--//' -e 's/\.sql$$//' | sort -V | tail -n 1)" = '$(EXTVERSION)' \
+		|| { echo "the newest update script does not lead to $(EXTVERSION)"; exit 1; }
+	@grep -q '"version": "$(EXTVERSION)"' META.json || { echo "META.json: version is not $(EXTVERSION)"; exit 1; }
+	@test "$$(grep -c '"version": "$(EXTVERSION)"' META.json)" -eq 2 || { echo "META.json: version and provides' version are not both $(EXTVERSION)"; exit 1; }
+	@head -n 1 debian/changelog | grep -qF '($(EXTVERSION))' || { echo "debian/changelog: top entry is not $(EXTVERSION)"; exit 1; }
+	@grep -qE '^## \[?$(EXTVERSION)\]?' CHANGELOG.md || { echo "CHANGELOG.md: no $(EXTVERSION) section"; exit 1; }
+	@echo "version-check: $(EXTVERSION) everywhere"
 
 # One suite at a time, so test/run can count and report each.
-.PHONY: unit-suite fuzz-replay-suite regress-suite isolation-suite tap-suite worker-suite examples-suite test demo bench-enqueue fuzz
+.PHONY: version-check unit-suite fuzz-replay-suite regress-suite isolation-suite tap-suite worker-suite examples-suite test demo bench-enqueue fuzz
 # Pure functions on their own (test/unit), built against the server's headers.
 unit-suite:
 	$(CC) $(CFLAGS) $(CPPFLAGS) -o test/unit/redirect_test test/unit/redirect_test.c src/redirect.c \

@@ -12,7 +12,11 @@
 
 #define WI_EXTENSION_NAME		"webhook_ingest"
 #define WI_SCHEMA_NAME			"webhook_ingest"
-#define WI_VERSION				"0.7.0"
+/* The library's version: the Makefile's EXTVERSION (-DEXTVERSION="x.y.z"). */
+#ifndef EXTVERSION
+#error "EXTVERSION is not defined: build with the Makefile, which passes -DEXTVERSION"
+#endif
+#define WI_VERSION				EXTVERSION
 
 /* Longest external_id or event_id accepted, in bytes. */
 #define WI_MAX_ID_BYTES			1024
