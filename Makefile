@@ -8,11 +8,15 @@
 #   make bench-enqueue   enqueue() against a bare INSERT ... ON CONFLICT
 #   make fuzz         (as root) the libFuzzer targets, FUZZ_SECONDS each
 #                     (default 600); not part of make test
+#   make deb          (as root on Debian 12) the Debian package,
+#                     build/deb/postgresql-15-webhook-ingest_$(EXTVERSION)_*.deb
+#   make deb-test     the package's test (test/deb/run; WI_DEB_INSTALL=1 also
+#                     installs it in a private mount namespace); not part of make test
 
 EXTENSION = webhook_ingest
 # The one version source: webhook_ingest.control (generated from
 # webhook_ingest.control.in), the library (-DEXTVERSION: WI_VERSION in
-# src/webhook_ingest.h) and META.json and CHANGELOG.md
+# src/webhook_ingest.h) and META.json, debian/changelog and CHANGELOG.md
 # (checked: make version-check, TAP 009).  The newest install script must be
 # this version's (sql/webhook_ingest--$(EXTVERSION).sql).
 EXTVERSION = 0.7.0
@@ -94,11 +98,12 @@ version-check:
 		|| { echo "the newest update script does not lead to $(EXTVERSION)"; exit 1; }
 	@grep -q '"version": "$(EXTVERSION)"' META.json || { echo "META.json: version is not $(EXTVERSION)"; exit 1; }
 	@test "$$(grep -c '"version": "$(EXTVERSION)"' META.json)" -eq 2 || { echo "META.json: version and provides' version are not both $(EXTVERSION)"; exit 1; }
+	@head -n 1 debian/changelog | grep -qF '($(EXTVERSION))' || { echo "debian/changelog: top entry is not $(EXTVERSION)"; exit 1; }
 	@grep -qE '^## \[?$(EXTVERSION)\]?' CHANGELOG.md || { echo "CHANGELOG.md: no $(EXTVERSION) section"; exit 1; }
 	@echo "version-check: $(EXTVERSION) everywhere"
 
 # One suite at a time, so test/run can count and report each.
-.PHONY: version-check unit-suite fuzz-replay-suite regress-suite isolation-suite tap-suite worker-suite examples-suite test demo bench-enqueue fuzz
+.PHONY: version-check deb deb-test unit-suite fuzz-replay-suite regress-suite isolation-suite tap-suite worker-suite examples-suite test demo bench-enqueue fuzz
 # Pure functions on their own (test/unit), built against the server's headers.
 unit-suite:
 	$(CC) $(CFLAGS) $(CPPFLAGS) -o test/unit/redirect_test test/unit/redirect_test.c src/redirect.c \
@@ -150,6 +155,13 @@ demo:
 
 bench-enqueue:
 	bash bench/enqueue
+
+# The Debian package (debian/, pg_buildext), built from a copy in build/deb.
+deb:
+	bash test/deb/build
+
+deb-test:
+	bash test/deb/run
 
 # libFuzzer, FUZZ_SECONDS (600) per target: test/fuzz/README.md.  Not part of make test.
 fuzz:

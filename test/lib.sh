@@ -20,6 +20,10 @@ WI_PACKAGES="make gcc postgresql-$WI_PG_MAJOR postgresql-server-dev-$WI_PG_MAJOR
 WI_PACKAGES="$WI_PACKAGES python3-django python3-psycopg2 nodejs"
 # pgbouncer: test/t/050_pgbouncer.pl starts its own (the package's service is stopped).
 WI_PACKAGES="$WI_PACKAGES pgbouncer"
+# make deb only (test/deb/build): pg_buildext and its debhelper sequence, and
+# dpkg-buildpackage.  Not part of make test.
+WI_DEB_PACKAGES="make gcc postgresql-$WI_PG_MAJOR postgresql-server-dev-$WI_PG_MAJOR postgresql-server-dev-all"
+WI_DEB_PACKAGES="$WI_DEB_PACKAGES debhelper dpkg-dev fakeroot libcurl4-openssl-dev libssl-dev"
 
 wi_log() { printf '== %s\n' "$*" >&2; }
 

@@ -1,4 +1,4 @@
-# One version everywhere (issue 13): META.json, CHANGELOG.md, the installed control file's
+# One version everywhere (issue 13): META.json, debian/changelog, CHANGELOG.md, the installed control file's
 # default_version, the newest install script installed beside it, the newest
 # update script's target, the library's own version (WI_VERSION, from the
 # Makefile's EXTVERSION) and the Makefile's EXTVERSION are one.  The library
@@ -17,10 +17,11 @@ my ($extversion) = slurp_file('Makefile') =~ /^EXTVERSION\s*=\s*(\S+)/m;
 ok(defined $extversion, "the Makefile sets EXTVERSION");
 $extversion //= '';
 
-# The files that name it by hand: META.json (PGXN), CHANGELOG.md.
+# The files that name it by hand: META.json (PGXN), debian/changelog, CHANGELOG.md.
 my $meta = decode_json(slurp_file('META.json'));
 is($meta->{version}, $extversion, 'META.json: version is EXTVERSION');
 is($meta->{provides}{webhook_ingest}{version}, $extversion, "META.json: provides webhook_ingest's version is EXTVERSION");
+like(slurp_file('debian/changelog'), qr/\A\S+ \(\Q$extversion\E\)/, "debian/changelog's top entry is EXTVERSION");
 like(slurp_file('CHANGELOG.md'), qr/^## \Q$extversion\E\b/m, 'CHANGELOG.md has a section for EXTVERSION');
 
 my $node = PostgreSQL::Test::Cluster->new('versions');
