@@ -15,9 +15,9 @@
  *
  *		TLS: a source's tls_ca replaces the system's bundle, its client
  *		certificate goes only to the template's origin, and verification is
- *		always on.  HTTP/2 is asked for over TLS (ALPN); a new transfer waits
- *		for a connection to the host that may multiplex it (PIPEWAIT) rather
- *		than opening one, so a burst to an HTTP/2 host shares a few
+ *		always on.  HTTP/2 is asked for over TLS (ALPN); a new https transfer
+ *		waits for a connection to the host that may multiplex it (PIPEWAIT)
+ *		rather than opening one, so a burst to an HTTP/2 host shares a few
  *		connections, max_streams_per_connection streams each.  TLS sessions
  *		are shared by all transfers (a share handle), so a new connection to
  *		a host resumes a session instead of a full handshake.
@@ -259,6 +259,12 @@ set_tls(Transfer *t)
 
 	curl_easy_setopt(t->easy, CURLOPT_SSL_VERIFYPEER, 1L);
 	curl_easy_setopt(t->easy, CURLOPT_SSL_VERIFYHOST, 2L);
+	/*
+	 * Wait for a connection that may multiplex only where HTTP/2 can be had
+	 * (ALPN, over TLS): over plain http the wait would only keep a fetch
+	 * from connecting while the worker runs handlers (TAP 093).
+	 */
+	curl_easy_setopt(t->easy, CURLOPT_PIPEWAIT, t->tls ? 1L : 0L);
 	if (conf != NULL && conf->ca.data != NULL)
 	{
 		curl_easy_setopt(t->easy, CURLOPT_CAINFO, NULL);
@@ -368,7 +374,6 @@ wi_http_start(Transfer *t, long connect_timeout_ms, const char **error)
 	curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, t->timeout_ms);
 	set_tls(t);
 	curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, (long) CURL_HTTP_VERSION_2TLS);
-	curl_easy_setopt(easy, CURLOPT_PIPEWAIT, 1L);
 	curl_easy_setopt(easy, CURLOPT_SHARE, share);
 	curl_easy_setopt(easy, CURLOPT_USERAGENT, WI_EXTENSION_NAME "/" WI_VERSION);
 	curl_easy_setopt(easy, CURLOPT_HTTPHEADER, t->headers);
