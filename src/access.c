@@ -16,6 +16,9 @@
  *		one of those roles (has_privs_of_role: membership with INHERIT, or
  *		superuser).  The same test is the row security policy through which
  *		an app role reads webhook_ingest.jobs (_may_enqueue).
+ *
+ * IDENTIFICATION
+ *		src/access.c
  */
 #include "postgres.h"
 

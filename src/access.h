@@ -3,6 +3,9 @@
  *		Who may enqueue into a source (enqueue_roles), the source cache that
  *		answers it, and acting as a function's owner after checking the
  *		caller (access.c, source_cache.c).
+ *
+ * IDENTIFICATION
+ *		src/access.h
  */
 #ifndef WI_ACCESS_H
 #define WI_ACCESS_H

@@ -18,6 +18,9 @@
  *		Every state change is guarded by (id, state = 'running', attempts);
  *		no statement here waits for a lock another session holds for longer
  *		than webhook_ingest.lock_timeout.
+ *
+ * IDENTIFICATION
+ *		src/complete.c
  */
 #include "postgres.h"
 
@@ -353,7 +356,8 @@ decide_notify(void)
 		TimestampDifferenceExceeds(last_logged, GetCurrentTimestamp(), WI_NOTIFY_LOG_EVERY_S * 1000))
 	{
 		ereport(WARNING,
-				(errmsg("webhook_ingest worker: not sending NOTIFY webhook_ingest_done: the notification queue is %.0f%% full",
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("webhook_ingest worker: not sending NOTIFY webhook_ingest_done: the notification queue is %.0f%% full",
 						usage * 100),
 				 errhint("A session that LISTENs does not read its notifications, or holds a transaction open.")));
 		last_logged = GetCurrentTimestamp();

@@ -27,6 +27,9 @@
  *
  *		No fsync: the file guards against the worker's death, not the
  *		machine's.
+ *
+ * IDENTIFICATION
+ *		src/crash_guard.c
  */
 #include "postgres.h"
 

@@ -1,6 +1,9 @@
 /*
  * crash_guard.h
  *		Recognising a job that crashes the worker (crash_guard.c).
+ *
+ * IDENTIFICATION
+ *		src/crash_guard.h
  */
 #ifndef WI_CRASH_GUARD_H
 #define WI_CRASH_GUARD_H

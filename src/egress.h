@@ -1,6 +1,9 @@
 /*
  * egress.h
  *		Which proxy a fetch goes through (egress.c).
+ *
+ * IDENTIFICATION
+ *		src/egress.h
  */
 #ifndef WI_EGRESS_H
 #define WI_EGRESS_H

@@ -24,6 +24,9 @@
  *		existence and its enqueue_roles.  Only then does it act as the
  *		function's owner.  receive() (receive.c) takes the same steps
  *		(enqueue.h).
+ *
+ * IDENTIFICATION
+ *		src/enqueue.c
  */
 #include "postgres.h"
 

@@ -2,6 +2,9 @@
  * enqueue.h
  *		The steps every intake function shares (enqueue.c): enqueue() and
  *		receive() differ only in how they find the ids and the payload.
+ *
+ * IDENTIFICATION
+ *		src/enqueue.h
  */
 #ifndef WI_ENQUEUE_H
 #define WI_ENQUEUE_H

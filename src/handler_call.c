@@ -10,6 +10,9 @@
  *		right are checked at every call too.  The caller runs this inside a
  *		subtransaction and releases the session's advisory locks after it
  *		(wi_handler_end_job).
+ *
+ * IDENTIFICATION
+ *		src/handler_call.c
  */
 #include "postgres.h"
 

@@ -1,6 +1,9 @@
 /*
  * handler_call.h
  *		Calling a source's handler as its owner (handler_call.c).
+ *
+ * IDENTIFICATION
+ *		src/handler_call.h
  */
 #ifndef WI_HANDLER_CALL_H
 #define WI_HANDLER_CALL_H

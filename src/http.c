@@ -24,6 +24,9 @@
  *
  *		Callbacks here run inside libcurl: they never ereport() or palloc();
  *		they record what happened and return a code.
+ *
+ * IDENTIFICATION
+ *		src/http.c
  */
 #include "postgres.h"
 

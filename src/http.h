@@ -1,6 +1,9 @@
 /*
  * http.h
  *		One fetch in flight (Transfer) and the libcurl multi driver (http.c).
+ *
+ * IDENTIFICATION
+ *		src/http.h
  */
 #ifndef WI_HTTP_H
 #define WI_HTTP_H

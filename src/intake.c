@@ -9,6 +9,9 @@
  *		whose signature header is well-formed, forged or not, and copies the
  *		secrets at every call.  The paths, when the caller passes them, name
  *		no jsonpath variable.  Messages never quote a secret.
+ *
+ * IDENTIFICATION
+ *		src/intake.c
  */
 #include "postgres.h"
 

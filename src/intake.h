@@ -2,6 +2,9 @@
  * intake.h
  *		A source's intake settings: how receive() verifies and reads a
  *		request (intake.c; kept with each source in source_cache.c).
+ *
+ * IDENTIFICATION
+ *		src/intake.h
  */
 #ifndef WI_INTAKE_H
 #define WI_INTAKE_H

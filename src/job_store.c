@@ -9,6 +9,9 @@
  *		newer state (a cancel, a reclaim).  Also the housekeeping statements:
  *		expired leases, parking jobs of paused sources, retention, purging
  *		event ids.  No HTTP happens here.
+ *
+ * IDENTIFICATION
+ *		src/job_store.c
  */
 #include "postgres.h"
 

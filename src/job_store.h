@@ -1,6 +1,9 @@
 /*
  * job_store.h
  *		The worker's SQL (job_store.c).
+ *
+ * IDENTIFICATION
+ *		src/job_store.h
  */
 #ifndef WI_JOB_STORE_H
 #define WI_JOB_STORE_H

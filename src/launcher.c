@@ -12,6 +12,9 @@
  *		and is not started again until CREATE EXTENSION there; one that
  *		crashed is restarted with a back-off; webhook_ingest.max_databases
  *		caps them.  A restarted launcher adopts the workers still running.
+ *
+ * IDENTIFICATION
+ *		src/launcher.c
  */
 #include "postgres.h"
 

@@ -13,6 +13,9 @@
  *		they are safe inside libcurl callbacks.  An IPv4-mapped IPv6 address
  *		(::ffff:a.b.c.d) is judged as the IPv4 address, in the lists and at
  *		connect time.
+ *
+ * IDENTIFICATION
+ *		src/net_guard.c
  */
 #include "postgres.h"
 

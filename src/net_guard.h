@@ -1,6 +1,9 @@
 /*
  * net_guard.h
  *		The network guard and the redirect policy (net_guard.c).
+ *
+ * IDENTIFICATION
+ *		src/net_guard.h
  */
 #ifndef WI_NET_GUARD_H
 #define WI_NET_GUARD_H

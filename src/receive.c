@@ -17,6 +17,9 @@
  *
  *		Messages never quote a secret, and quote the request only clipped;
  *		none logs the statement, which may hold the whole request.
+ *
+ * IDENTIFICATION
+ *		src/receive.c
  */
 #include "postgres.h"
 
@@ -295,7 +298,9 @@ webhook_ingest_receive(PG_FUNCTION_ARGS)
 
 	wi_enqueue_admit(source);
 	if (!wi_source_intake(source, &intake))
-		elog(ERROR, "source vanished after it was admitted");
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("source vanished after it was admitted")));
 	check_configured(source, &intake);
 	scheme = wi_scheme_of(intake.signature_scheme);
 	check_body_size(body);

@@ -7,6 +7,9 @@
  *		the template's origin.  Pure decisions on strings: no SQL, no I/O, no
  *		palloc or ereport (malloc'd results, messages into a caller's
  *		buffer), so test/unit can run them on their own.
+ *
+ * IDENTIFICATION
+ *		src/redirect.c
  */
 #include "postgres.h"
 

@@ -1,6 +1,9 @@
 /*
  * redirect.h
  *		Whether a fetch may follow a redirect (redirect.c).
+ *
+ * IDENTIFICATION
+ *		src/redirect.h
  */
 #ifndef WI_REDIRECT_H
 #define WI_REDIRECT_H

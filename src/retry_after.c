@@ -9,6 +9,9 @@
  *		Pure functions on strings (HTTP-dates through libcurl's curl_getdate):
  *		no SQL, no palloc or ereport, so the fuzz target (test/fuzz) and the
  *		unit test run them on their own.  http.c reads the headers.
+ *
+ * IDENTIFICATION
+ *		src/retry_after.c
  */
 #ifdef FRONTEND
 #include "postgres_fe.h"

@@ -1,6 +1,9 @@
 /*
  * retry_after.h
  *		What a response says about when to ask again (retry_after.c).
+ *
+ * IDENTIFICATION
+ *		src/retry_after.h
  */
 #ifndef WI_RETRY_AFTER_H
 #define WI_RETRY_AFTER_H

@@ -28,6 +28,9 @@
  *		change of a source's row (alter_source, resume_source) ends its
  *		throttle.  Nothing here touches SQL or shared memory; shmem.c
  *		publishes wi_sched_shown() for queue_stats.
+ *
+ * IDENTIFICATION
+ *		src/scheduler.c
  */
 #include "postgres.h"
 

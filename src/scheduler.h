@@ -3,6 +3,9 @@
  *		Who gets the worker's free fetch slots (scheduler.c): fair shares
  *		among sources with due work, per-source token buckets and in-flight
  *		caps, and throttles the upstreams asked for.
+ *
+ * IDENTIFICATION
+ *		src/scheduler.h
  */
 #ifndef WI_SCHEDULER_H
 #define WI_SCHEDULER_H

@@ -11,6 +11,9 @@
  *		the wake-ups armed by enqueue() and fired at commit (never on
  *		rollback).  The per-source statistics have their own piece
  *		(stats.c), requested and set up from here.
+ *
+ * IDENTIFICATION
+ *		src/shmem.c
  */
 #include "postgres.h"
 

@@ -3,6 +3,9 @@
  *		The shared state of shmem.c, for the launcher (launcher.c) and the
  *		utility hook (utility.c), which change slots and blocks under its
  *		spinlock.
+ *
+ * IDENTIFICATION
+ *		src/shmem.h
  */
 #ifndef WI_SHMEM_H
 #define WI_SHMEM_H

@@ -7,6 +7,9 @@
  *		calls and no allocation of its own (fixed buffers on the stack), so
  *		that a libFuzzer target links it with -lcrypto alone.  Every loop is
  *		bounded by a length; header values are not NUL-terminated.
+ *
+ * IDENTIFICATION
+ *		src/signature.c
  */
 #ifndef WI_FRONTEND
 #define WI_FRONTEND

@@ -10,6 +10,9 @@
  *		backend glue (src/signature_sql.c) is declared at the end, under
  *		#ifndef WI_FRONTEND; a backend file includes postgres.h first, as
  *		always, then this header.
+ *
+ * IDENTIFICATION
+ *		src/signature.h
  */
 #ifndef WI_SIGNATURE_H
 #define WI_SIGNATURE_H

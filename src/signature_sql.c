@@ -5,6 +5,9 @@
  *		text[], the tolerance from an interval, the clock, and the
  *		SQL-callable webhook_ingest.verify_signature(scheme, secret, headers,
  *		body, tolerance).
+ *
+ * IDENTIFICATION
+ *		src/signature_sql.c
  */
 #include "postgres.h"
 

@@ -10,6 +10,9 @@
  *		processed first, so a change committed by another session (a
  *		dropped source, new enqueue_roles) counts at once, even in a
  *		transaction that already holds its locks.
+ *
+ * IDENTIFICATION
+ *		src/source_cache.c
  */
 #include "postgres.h"
 

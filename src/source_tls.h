@@ -2,6 +2,9 @@
  * source_tls.h
  *		The worker's copy of each source's TLS settings and proxy
  *		(source_tls.c), which the fetches of its jobs point to.
+ *
+ * IDENTIFICATION
+ *		src/source_tls.h
  */
 #ifndef WI_SOURCE_TLS_H
 #define WI_SOURCE_TLS_H

@@ -7,6 +7,9 @@
  *		an array of ids) are planned anew at each execution, so a plan made
  *		while the table was empty, or before its statistics caught up, is
  *		never kept.
+ *
+ * IDENTIFICATION
+ *		src/spi_plans.c
  */
 #include "postgres.h"
 

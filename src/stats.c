@@ -13,6 +13,9 @@
  *		2^32 us (71 minutes; longer lands in the last bucket), so a
  *		percentile is good to about 9 %.  The numbers start over when the
  *		server restarts.
+ *
+ * IDENTIFICATION
+ *		src/stats.c
  */
 #include "postgres.h"
 

@@ -4,6 +4,9 @@
  *		every {external_id} replaced by the id percent-encoded as one path
  *		segment (the expansion itself is url_template.c), and url_for(), the
  *		SQL function that shows it.
+ *
+ * IDENTIFICATION
+ *		src/url.c
  */
 #include "postgres.h"
 

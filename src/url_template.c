@@ -8,6 +8,9 @@
  *		No SQL, no ereport: only StringInfo, so the same file builds in the
  *		backend and, with -DFRONTEND against libpgcommon, in the fuzz target
  *		(test/fuzz).
+ *
+ * IDENTIFICATION
+ *		src/url_template.c
  */
 #ifdef FRONTEND
 #include "postgres_fe.h"

@@ -1,6 +1,9 @@
 /*
  * url_template.h
  *		A source's url_template with {external_id} expanded (url_template.c).
+ *
+ * IDENTIFICATION
+ *		src/url_template.h
  */
 #ifndef WI_URL_TEMPLATE_H
 #define WI_URL_TEMPLATE_H

@@ -9,6 +9,9 @@
  *		commit of CREATE EXTENSION and CREATE DATABASE the launcher is woken
  *		to look at the database at once; at the commit of ALTER EXTENSION
  *		the database's worker is.
+ *
+ * IDENTIFICATION
+ *		src/utility.c
  */
 #include "postgres.h"
 
@@ -186,7 +189,8 @@ stop_worker_of(Oid database)
 		if (GetCurrentTimestamp() >= deadline)
 		{
 			ereport(WARNING,
-					(errmsg("the webhook_ingest worker of database %u did not stop within %d ms",
+					(errcode(ERRCODE_OBJECT_IN_USE),
+					 errmsg("the webhook_ingest worker of database %u did not stop within %d ms",
 							database, WI_STOP_WAIT_MS)));
 			break;
 		}

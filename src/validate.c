@@ -4,6 +4,9 @@
  *		definitions (add_source, alter_source).  Each failure is an ERROR with
  *		its own SQLSTATE and changes nothing.  A message quotes at most
  *		WI_ECHO_BYTES of an input (wi_clip).
+ *
+ * IDENTIFICATION
+ *		src/validate.c
  */
 #include "postgres.h"
 

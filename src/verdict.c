@@ -8,6 +8,9 @@
  *		it in t->refused) ends the job at once: asking again gets the same
  *		answer until an operator changes the setting the message names.  So
  *		does a handler error that no retry can fix (wi_handler_error_final).
+ *
+ * IDENTIFICATION
+ *		src/verdict.c
  */
 #include "postgres.h"
 

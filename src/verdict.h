@@ -1,6 +1,9 @@
 /*
  * verdict.h
  *		Classifying a finished transfer (verdict.c).
+ *
+ * IDENTIFICATION
+ *		src/verdict.h
  */
 #ifndef WI_VERDICT_H
 #define WI_VERDICT_H

@@ -15,6 +15,9 @@
  *		into; any other job "does not exist").  Only the check that this
  *		transaction did not write the job itself, which needs xmin, runs as
  *		the function's owner, and only for a job the caller can see.
+ *
+ * IDENTIFICATION
+ *		src/wait.c
  */
 #include "postgres.h"
 

@@ -3,6 +3,9 @@
  *		Module entry point: refuses to load outside shared_preload_libraries,
  *		defines the extension's settings (GUCs), asks for shared memory,
  *		installs the utility hook and registers the launcher.
+ *
+ * IDENTIFICATION
+ *		src/webhook_ingest.c
  */
 #include "postgres.h"
 

@@ -1,6 +1,9 @@
 /*
  * webhook_ingest.h
  *		Declarations shared by the files of the webhook_ingest extension.
+ *
+ * IDENTIFICATION
+ *		src/webhook_ingest.h
  */
 #ifndef WEBHOOK_INGEST_H
 #define WEBHOOK_INGEST_H

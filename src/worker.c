@@ -8,6 +8,9 @@
  *		then the loop
  *		(worker_loop.c), one pass after another, with the error recovery that
  *		keeps transfers in flight when an ERROR escapes a pass.
+ *
+ * IDENTIFICATION
+ *		src/worker.c
  */
 #include "postgres.h"
 
@@ -98,7 +101,8 @@ transfers_allowed_by_file_limit(void)
 	allowed = Max(allowed, 1);
 	if (allowed < wi_max_concurrent_requests)
 		ereport(WARNING,
-				(errmsg("webhook_ingest worker: file limit %lu allows only %d of webhook_ingest.max_concurrent_requests (%d) transfers in flight",
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("webhook_ingest worker: file limit %lu allows only %d of webhook_ingest.max_concurrent_requests (%d) transfers in flight",
 						(unsigned long) rl.rlim_cur, allowed, wi_max_concurrent_requests),
 				 errdetail("Each transfer holds a socket, and max_files_per_process (%d) plus %d descriptors are kept for the server's own files.",
 						   max_files_per_process, WI_RESERVED_FDS),

@@ -15,6 +15,9 @@
  *		wi_loop_recover(): transfers in flight stay in flight; those that
  *		were being completed are tried again, alone, and after
  *		WI_MAX_COMPLETION_ERRORS such errors given back to the queue.
+ *
+ * IDENTIFICATION
+ *		src/worker_loop.c
  */
 #include "postgres.h"
 
@@ -412,7 +415,8 @@ bound_deferred(WorkerLoop *loop)
 	if (dropped > 0 && TimestampDifferenceExceeds(last_logged, GetCurrentTimestamp(), 10000))
 	{
 		ereport(WARNING,
-				(errmsg("webhook_ingest worker: gave up the results of %d jobs whose rows other sessions hold locked",
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("webhook_ingest worker: gave up the results of %d jobs whose rows other sessions hold locked",
 						dropped),
 				 errdetail("They are fetched again once their leases expire.")));
 		last_logged = GetCurrentTimestamp();

@@ -1,6 +1,9 @@
 /*
  * worker_loop.h
  *		The worker's loop and what it keeps between passes (worker_loop.c).
+ *
+ * IDENTIFICATION
+ *		src/worker_loop.h
  */
 #ifndef WI_WORKER_LOOP_H
 #define WI_WORKER_LOOP_H

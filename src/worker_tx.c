@@ -7,6 +7,9 @@
  *		a statement that waited longer is given up for this turn
  *		(wi_abort_if_lock_timeout), never left to stall the worker.  Also
  *		the two ways a statement is prepared and run (see spi_plans.c).
+ *
+ * IDENTIFICATION
+ *		src/worker_tx.c
  */
 #include "postgres.h"
 
@@ -84,7 +87,8 @@ wi_abort_if_lock_timeout(MemoryContext keep, const char *activity)
 	/* At most one LOG line in WI_LOCK_LOG_EVERY_S: a lock held for minutes must not flood the log. */
 	now = GetCurrentTimestamp();
 	ereport(TimestampDifferenceExceeds(last_logged, now, WI_LOCK_LOG_EVERY_S * 1000) ? LOG : DEBUG1,
-			(errmsg("webhook_ingest worker: %s waited longer than webhook_ingest.lock_timeout; trying again later",
+			(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+			 errmsg("webhook_ingest worker: %s waited longer than webhook_ingest.lock_timeout; trying again later",
 					activity),
 			 errdetail("%s", e->message)));
 	if (TimestampDifferenceExceeds(last_logged, now, WI_LOCK_LOG_EVERY_S * 1000))

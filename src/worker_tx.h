@@ -1,6 +1,9 @@
 /*
  * worker_tx.h
  *		The worker's transactions and prepared statements (worker_tx.c).
+ *
+ * IDENTIFICATION
+ *		src/worker_tx.h
  */
 #ifndef WI_WORKER_TX_H
 #define WI_WORKER_TX_H
