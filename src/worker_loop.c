@@ -195,7 +195,7 @@ reload_settings(WorkerLoop *loop)
 		return;
 	ConfigReloadPending = false;
 	ProcessConfigFile(PGC_SIGHUP);
-	wi_http_set_host_limit(wi_max_host_connections);
+	wi_http_set_limits();
 }
 
 /*
@@ -300,8 +300,9 @@ refill(WorkerLoop *loop)
 		t->started = GetCurrentTimestamp();
 		if (!wi_http_start(t, wi_connect_timeout_ms, &error))
 		{
-			/* Counts as a failed attempt. */
-			ereport(WARNING, (errmsg("webhook_ingest worker: %s", error)));
+			/* Counts as a failed attempt (a refused address ends the job: verdict.c). */
+			if (error != NULL)
+				ereport(WARNING, (errmsg("webhook_ingest worker: %s", error)));
 			t->result = CURLE_FAILED_INIT;
 			wi_sched_finished(t->source, false, -1, NULL);
 			loop->finished = keep(loop, loop->finished, t);
@@ -467,6 +468,7 @@ wait_for_events(WorkerLoop *loop)
 	long		timeout;
 	long		sched_ms = wi_sched_wait_ms(GetCurrentTimestamp());
 
+	wi_http_connections(&loop->counters.connections_opened, &loop->counters.tls_connections_opened);
 	wi_shmem_publish(wi_enabled ? "running" : "disabled", wi_http_in_flight(), &loop->counters);
 	wi_shmem_publish_sources();
 	timeout = wi_http_timeout_ms();
