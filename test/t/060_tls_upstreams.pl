@@ -48,7 +48,7 @@ END
 }
 
 # 50 ms per answer: a burst's fetches overlap, so a connection limit shows.
-nginx('start', '--delay-ms', '50') or BAIL_OUT('nginx did not start (test/tls/nginx.sh)');
+nginx('start', '--delay-ms', '50') or die('nginx did not start (test/tls/nginx.sh)');
 $nginx_up = 1;
 
 my %pem = map { $_ => slurp_file("$tls/$_") }

@@ -1,7 +1,8 @@
 # Fetches through a proxy (issue 15): test/proxy.py on loopback addresses,
 # nginx (test/tls/nginx.sh) on 127.0.0.1:18461-18466 for the http and https
 # targets (WI_PROXY_TAP_PORT_BASE overrides 18461), test/upstream.py on
-# 127.0.0.2:18469 for the no_proxy host.  Proxies: A on 127.0.0.1:18467
+# 127.0.0.2:18469 for the no_proxy host (and, as it always listens there too,
+# on 127.0.0.1:18471).  Proxies: A on 127.0.0.1:18467
 # (webhook_ingest.proxy), B on 127.0.0.3:18468 (denied_networks has
 # 127.0.0.3/32), C on 127.0.0.5:18470 (a source's own).
 #   1. with webhook_ingest.proxy set, proxy A sees every fetch: each http one
@@ -78,7 +79,7 @@ sub wait_port
 	return 0;
 }
 
-nginx('start') or BAIL_OUT('nginx did not start (test/tls/nginx.sh)');
+nginx('start') or die('nginx did not start (test/tls/nginx.sh)');
 $nginx_up = 1;
 my %log = map { $_ => "$dir/$_.log" } qw(proxy_a proxy_b proxy_c);
 spawn("$dir/proxy_a.out", 'python3', "$top/test/proxy.py", "127.0.0.1:$port{proxy_a}", $log{proxy_a});
@@ -87,7 +88,7 @@ spawn("$dir/proxy_c.out", 'python3', "$top/test/proxy.py", "127.0.0.5:$port{prox
 spawn("$dir/upstream.out", 'python3', "$top/test/upstream.py", $base + 10, '0', "127.0.0.2:$port{upstream}");
 wait_port('127.0.0.1', $port{proxy_a}) && wait_port('127.0.0.3', $port{proxy_b})
   && wait_port('127.0.0.5', $port{proxy_c}) && wait_port('127.0.0.2', $port{upstream})
-  or BAIL_OUT('a proxy or the upstream did not start');
+  or die('a proxy or the upstream did not start');
 
 sub lines
 {
