@@ -16,9 +16,12 @@
  *		be open, plus a few probes, each of which opens the next connection;
  *		when a probe's connection is up (its request is about to be sent),
  *		that connection's share of the held fetches follows.  Until the first
- *		answer says which protocol the origin speaks, one connection's worth
- *		goes (PIPEWAIT puts them on it); an origin that answers over HTTP/1.1
- *		is not paced at all (libcurl's max_host_connections is the limit).
+ *		answer says which protocol the origin speaks, one probe at a time; an
+ *		origin that answers over HTTP/1.1 is not paced at all (libcurl's
+ *		max_host_connections is the limit).  With pacing, PIPEWAIT is off:
+ *		nothing waits in libcurl's one list of pending transfers, where a
+ *		host that never finishes its handshake held up every other host's
+ *		fetches (audit F1, TAP 110).
  *
  *		Connections are counted by their sockets (opened and closed through
  *		the worker's callbacks; a table indexed by descriptor says whose a
@@ -59,6 +62,7 @@ struct WiOrigin
 	int			in_curl;		/* fetches handed to libcurl */
 	Transfer   *held_head;		/* fetches waiting for room, in order */
 	Transfer   *held_tail;
+	int			nheld;
 	bool		wants_release;
 };
 
@@ -125,14 +129,22 @@ wi_pacing_admit(WiOrigin *o, bool *probe)
 {
 	int			per_connection = wi_max_streams_per_connection;
 
+	int			probes_allowed;
+
 	*probe = false;
 	if (o == NULL || o->protocol == ORIGIN_HTTP1)
 		return true;
-	if (o->protocol == ORIGIN_UNKNOWN)
-		return o->in_curl < per_connection;
 	if (o->in_curl < per_connection * o->ready + o->probes)
 		return true;
-	if (o->probes < WI_PACING_PROBES && o->ready + o->probes < wi_max_host_connections)
+	/*
+	 * A new connection: one at a time while the protocol is unknown (a host
+	 * that never finishes its handshake holds one fetch, not a crowd inside
+	 * libcurl); over HTTP/2, as many as the fetches waiting (this one too)
+	 * fill.
+	 */
+	probes_allowed = o->protocol == ORIGIN_UNKNOWN ? 1
+		: Min(WI_PACING_PROBES, (o->nheld + per_connection) / per_connection);
+	if (o->probes < probes_allowed && o->ready + o->probes < wi_max_host_connections)
 	{
 		*probe = true;
 		return true;
@@ -156,6 +168,7 @@ wi_pacing_hold(WiOrigin *o, Transfer *t)
 {
 	t->held = true;
 	t->held_next = NULL;
+	o->nheld++;
 	if (o->held_tail)
 		o->held_tail->held_next = t;
 	else
@@ -175,6 +188,7 @@ wi_pacing_unhold(WiOrigin *o, Transfer *t)
 	if (*p == NULL)
 		return;
 	*p = t->held_next;
+	o->nheld--;
 	if (o->held_tail == t)
 	{
 		o->held_tail = NULL;
@@ -284,6 +298,7 @@ wi_pacing_release(void (*start) (Transfer *t, bool probe))
 			Transfer   *t = o->held_head;
 
 			o->held_head = t->held_next;
+			o->nheld--;
 			if (o->held_head == NULL)
 				o->held_tail = NULL;
 			t->held = false;

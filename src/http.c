@@ -291,9 +291,10 @@ set_tls(Transfer *t)
 	/*
 	 * Wait for a connection that may multiplex only where HTTP/2 can be had
 	 * (ALPN, over TLS): over plain http the wait would only keep a fetch
-	 * from connecting while the worker runs handlers (TAP 093).
+	 * from connecting while the worker runs handlers (TAP 093).  Where
+	 * h2_pacing.c paces fetches (libcurl 7.x) it does the waiting.
 	 */
-	curl_easy_setopt(t->easy, CURLOPT_PIPEWAIT, t->tls ? 1L : 0L);
+	curl_easy_setopt(t->easy, CURLOPT_PIPEWAIT, t->tls && !pacing ? 1L : 0L);
 	if (conf != NULL && conf->ca.data != NULL)
 	{
 		curl_easy_setopt(t->easy, CURLOPT_CAINFO, NULL);
@@ -336,6 +337,9 @@ literal_target_allowed(Transfer *t, const char *url)
 		}
 		else
 			strlcpy(bare, host, sizeof(bare));
+		/* "127.0.0.3." is that address too (a proxy resolves it so) */
+		if (bare[0] != '\0' && bare[strlen(bare) - 1] == '.')
+			bare[strlen(bare) - 1] = '\0';
 		if (inet_pton(AF_INET, bare, addr) == 1 || inet_pton(AF_INET6, bare, addr) == 1)
 			allowed = wi_net_allowed_text(bare, t->refused, sizeof(t->refused));
 	}
@@ -647,6 +651,24 @@ next_hop(Transfer *t)
 	return true;
 }
 
+/*
+ * A fetch that timed out before it had a connection to send its request on
+ * (waiting for one inside libcurl) gets libcurl's message for whatever it
+ * was at ("Failed to resolve host ... after 0 ms"): say what happened.
+ */
+static void
+explain_no_connection(Transfer *t)
+{
+	double		pretransfer = 0;
+
+	if (t->result != CURLE_OPERATION_TIMEDOUT || t->sockets_opened > 0)
+		return;
+	curl_easy_getinfo(t->easy, CURLINFO_PRETRANSFER_TIME, &pretransfer);
+	if (pretransfer == 0)
+		snprintf(t->errbuf, sizeof(t->errbuf), "Timeout was reached while waiting for a connection to %.200s",
+				 t->origin ? t->origin : "the upstream");
+}
+
 /* Finished transfers, one per call, or NULL. */
 Transfer *
 wi_http_finished(void)
@@ -676,6 +698,7 @@ wi_http_finished(void)
 		curl_easy_getinfo(t->easy, CURLINFO_TOTAL_TIME, &seconds);
 		t->seconds += seconds;
 		settle_refusal(t);
+		explain_no_connection(t);
 		if (t->result == CURLE_OK && is_redirect(t->status) && next_hop(t))
 			continue;			/* on its way to the next hop */
 		read_retry_after(t);
