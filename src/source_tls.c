@@ -6,8 +6,11 @@
  *		takes a reference to its source's entry when it is claimed and drops
  *		it when its curl handle is gone, so libcurl is given the PEM blobs
  *		without a copy per transfer (CURL_BLOB_NOCOPY) and a source changed
- *		meanwhile does not pull them from under a transfer in flight.  Only
- *		sources with at least one such setting have an entry.
+ *		meanwhile does not pull them from under a transfer in flight.  Each
+ *		entry remembers the source's updated_at as read: a claim that sees a
+ *		newer row (a change committed since the read) gets an entry of its
+ *		own, made from the claim's row, so a fetch's URL, headers and TLS
+ *		settings always come from one version of its source.
  *
  *		A key's bytes are zeroed before its memory is freed.
  *
@@ -16,6 +19,7 @@
  */
 #include "postgres.h"
 
+#include "utils/hsearch.h"
 #include "utils/memutils.h"
 
 #include "webhook_ingest.h"
@@ -24,6 +28,16 @@
 static MemoryContext tls_cxt = NULL;
 static WiSourceTls *current = NULL; /* the entries of the last complete read */
 static WiSourceTls *previous = NULL;	/* those of the read before, during a refresh */
+
+/* The current entries by source name (rebuilt at each read). */
+#define SOURCE_NAME_LEN	64
+typedef struct ByName
+{
+	char		source[SOURCE_NAME_LEN];
+	WiSourceTls *conf;
+} ByName;
+static MemoryContext by_name_cxt = NULL;
+static HTAB *by_name = NULL;
 
 static void
 blob_of(struct curl_blob *blob, const char *pem)
@@ -73,26 +87,79 @@ wi_source_tls_begin_refresh(void)
 	release_list(previous);		/* a refresh that did not end */
 	previous = current;
 	current = NULL;
+	if (by_name_cxt == NULL)
+		by_name_cxt = AllocSetContextCreate(tls_cxt, "webhook_ingest source TLS by name", ALLOCSET_SMALL_SIZES);
+	MemoryContextReset(by_name_cxt);
+	by_name = NULL;
 }
 
-/* One source's settings (each NULL when unset). */
-void
-wi_source_tls_refresh(const char *source, const char *ca, const char *cert, const char *key, const char *proxy)
+static WiSourceTls *
+make_entry(const char *source, TimestampTz seen_at, const char *ca, const char *cert, const char *key,
+		   const char *proxy)
 {
-	WiSourceTls *conf;
+	WiSourceTls *conf = MemoryContextAllocZero(tls_cxt, sizeof(WiSourceTls));
 
-	if (ca == NULL && cert == NULL && proxy == NULL)
-		return;
-	conf = MemoryContextAllocZero(tls_cxt, sizeof(WiSourceTls));
 	conf->source = MemoryContextStrdup(tls_cxt, source);
+	conf->seen_at = seen_at;
+	conf->any = ca != NULL || cert != NULL || proxy != NULL;
 	blob_of(&conf->ca, ca);
 	/* a certificate without its key (written around _set_tls_client) is presented as none */
 	blob_of(&conf->cert, key ? cert : NULL);
 	blob_of(&conf->key, cert ? key : NULL);
 	conf->proxy = proxy ? MemoryContextStrdup(tls_cxt, proxy) : NULL;
 	conf->refs = 1;
+	return conf;
+}
+
+/* One source's settings (each NULL when unset), as of its updated_at seen_at. */
+void
+wi_source_tls_refresh(const char *source, TimestampTz seen_at, const char *ca, const char *cert, const char *key,
+					  const char *proxy)
+{
+	WiSourceTls *conf = make_entry(source, seen_at, ca, cert, key, proxy);
+	ByName	   *entry;
+	bool		found;
+
 	conf->next = current;
 	current = conf;
+	if (by_name == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = SOURCE_NAME_LEN;
+		ctl.entrysize = sizeof(ByName);
+		ctl.hcxt = by_name_cxt;
+#if PG_VERSION_NUM >= 140000
+		by_name = hash_create("webhook_ingest source TLS", 64, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+#else
+		by_name = hash_create("webhook_ingest source TLS", 64, &ctl, HASH_ELEM | HASH_CONTEXT);
+#endif
+	}
+	if (strlen(source) < SOURCE_NAME_LEN)
+	{
+		entry = hash_search(by_name, source, HASH_ENTER, &found);
+		entry->conf = conf;
+	}
+}
+
+static WiSourceTls *
+current_entry(const char *source)
+{
+	ByName	   *entry;
+
+	if (by_name == NULL || strlen(source) >= SOURCE_NAME_LEN)
+		return NULL;
+	entry = hash_search(by_name, source, HASH_FIND, NULL);
+	return entry ? entry->conf : NULL;
+}
+
+/* The updated_at of the source as last read (0: not read). */
+TimestampTz
+wi_source_tls_seen_at(const char *source)
+{
+	WiSourceTls *conf = current_entry(source);
+
+	return conf ? conf->seen_at : 0;
 }
 
 /* The read is complete: the entries before it go when no fetch uses them. */
@@ -103,17 +170,30 @@ wi_source_tls_end_refresh(void)
 	previous = NULL;
 }
 
-/* The entry of a source, referenced for one fetch, or NULL if it has none. */
+/* The entry of a source, referenced for one fetch, or NULL if it sets nothing. */
 WiSourceTls *
 wi_source_tls_acquire(const char *source)
 {
-	for (WiSourceTls *conf = current; conf != NULL; conf = conf->next)
-		if (strcmp(conf->source, source) == 0)
-		{
-			conf->refs++;
-			return conf;
-		}
-	return NULL;
+	WiSourceTls *conf = current_entry(source);
+
+	if (conf == NULL || !conf->any)
+		return NULL;
+	conf->refs++;
+	return conf;
+}
+
+/*
+ * For one fetch whose claim saw a newer version of its source than the last
+ * read: an entry of its own from the claim's row (NULL if it sets nothing).
+ */
+WiSourceTls *
+wi_source_tls_of_claim(const char *source, const char *ca, const char *cert, const char *key, const char *proxy)
+{
+	if (ca == NULL && cert == NULL && proxy == NULL)
+		return NULL;
+	if (tls_cxt == NULL)
+		tls_cxt = AllocSetContextCreate(TopMemoryContext, "webhook_ingest source TLS", ALLOCSET_SMALL_SIZES);
+	return make_entry(source, 0, ca, cert, key, proxy);
 }
 
 void
