@@ -30,6 +30,8 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <arpa/inet.h>
+
+#include <openssl/ssl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -276,6 +278,20 @@ set_egress(Transfer *t)
 }
 
 /*
+ * CURLOPT_SSL_CTX_FUNCTION, after libcurl loaded the tag of the source's CAs:
+ * the connection checks the upstream against all of them, parsed once
+ * (source_tls.c).
+ */
+static CURLcode
+use_ca_store(CURL *curl, void *ssl_ctx, void *userptr)
+{
+	WiSourceTls *conf = (WiSourceTls *) userptr;
+
+	SSL_CTX_set1_cert_store((SSL_CTX *) ssl_ctx, (X509_STORE *) conf->ca_store);
+	return CURLE_OK;
+}
+
+/*
  * Verification always on; the source's CAs instead of the system's bundle
  * (CAPATH too, or OpenSSL would also look in /etc/ssl/certs); its client
  * certificate while the fetch is at the template's origin.
@@ -297,9 +313,13 @@ set_tls(Transfer *t)
 	curl_easy_setopt(t->easy, CURLOPT_PIPEWAIT, t->tls && !pacing ? 1L : 0L);
 	if (conf != NULL && conf->ca.data != NULL)
 	{
+		bool		shared = conf->ca_store != NULL &&
+			curl_easy_setopt(t->easy, CURLOPT_SSL_CTX_FUNCTION, use_ca_store) == CURLE_OK &&
+			curl_easy_setopt(t->easy, CURLOPT_SSL_CTX_DATA, conf) == CURLE_OK;
+
 		curl_easy_setopt(t->easy, CURLOPT_CAINFO, NULL);
 		curl_easy_setopt(t->easy, CURLOPT_CAPATH, NULL);
-		curl_easy_setopt(t->easy, CURLOPT_CAINFO_BLOB, &conf->ca);
+		curl_easy_setopt(t->easy, CURLOPT_CAINFO_BLOB, shared ? &conf->ca_tag : &conf->ca);
 	}
 	curl_easy_setopt(t->easy, CURLOPT_SSLCERTTYPE, "PEM");
 	curl_easy_setopt(t->easy, CURLOPT_SSLKEYTYPE, "PEM");

@@ -14,6 +14,8 @@ typedef struct WiSourceTls
 {
 	char	   *source;
 	struct curl_blob ca;		/* data NULL: the system's bundle */
+	struct curl_blob ca_tag;	/* with ca_store: what libcurl is given instead of ca */
+	void	   *ca_store;		/* ca parsed once (an X509_STORE), or NULL */
 	struct curl_blob cert;		/* data NULL: no client certificate */
 	struct curl_blob key;		/* with cert */
 	char	   *proxy;			/* NULL: webhook_ingest.proxy; "": none */
