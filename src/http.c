@@ -33,12 +33,15 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <arpa/inet.h>
+
+#include <openssl/ssl.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "webhook_ingest.h"
 #include "egress.h"
 #include "http.h"
+#include "h2_pacing.h"
 #include "redirect.h"
 #include "retry_after.h"
 
@@ -48,6 +51,8 @@ static int	epoll_fd = -1;
 static struct timespec timer_deadline;	/* CLOCK_MONOTONIC; valid when timer_armed */
 static bool timer_armed = false;
 static int	in_flight = 0;
+static bool pacing = false;		/* libcurl needs h2_pacing.c */
+static Transfer *finished_unfetched = NULL;	/* held fetches whose time ran out */
 static int64 connections_opened = 0;	/* since the worker started */
 static int64 tls_connections_opened = 0;
 
@@ -136,6 +141,7 @@ open_socket_cb(void *clientp, curlsocktype purpose, struct curl_sockaddr *addres
 {
 	Transfer   *t = (Transfer *) clientp;
 	char		why[WI_REFUSAL_SIZE];
+	curl_socket_t fd;
 
 	if (!wi_net_allowed_sockaddr(&address->addr, why, sizeof(why)))
 	{
@@ -143,11 +149,23 @@ open_socket_cb(void *clientp, curlsocktype purpose, struct curl_sockaddr *addres
 			strlcpy(t->refused, why, sizeof(t->refused));
 		return CURL_SOCKET_BAD;
 	}
+	fd = socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+	if (fd == CURL_SOCKET_BAD)
+		return fd;
 	t->sockets_opened++;
 	connections_opened++;
 	if (t->tls)
 		tls_connections_opened++;
-	return socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+	wi_pacing_socket_opened(t->pacing, fd);
+	return fd;
+}
+
+/* CURLOPT_CLOSESOCKETFUNCTION: clientp may be a transfer long gone; only fd counts. */
+static int
+close_socket_cb(void *clientp, curl_socket_t fd)
+{
+	wi_pacing_socket_closed(fd);
+	return close(fd);
 }
 
 #if LIBCURL_VERSION_NUM >= 0x075000
@@ -160,8 +178,15 @@ prereq_cb(void *clientp, char *conn_primary_ip, char *conn_local_ip, int conn_pr
 {
 	Transfer   *t = (Transfer *) clientp;
 
+	curl_socket_t fd = CURL_SOCKET_BAD;
+
 	if (!wi_net_allowed_text(conn_primary_ip, t->refused, sizeof(t->refused)))
 		return CURL_PREREQFUNC_ABORT;
+	if (t->pacing != NULL)
+	{
+		curl_easy_getinfo(t->easy, CURLINFO_ACTIVESOCKET, &fd);
+		wi_pacing_request(t->pacing, (int) fd, t->sockets_opened > 0, &t->probe);
+	}
 	return CURL_PREREQFUNC_OK;
 }
 #endif
@@ -195,6 +220,12 @@ wi_http_init(void)
 	curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, timer_cb);
 	curl_multi_setopt(multi, CURLMOPT_PIPELINING, (long) CURLPIPE_MULTIPLEX);
 	wi_http_set_limits();
+#if LIBCURL_VERSION_NUM >= 0x075000
+	/* libcurl before 8.0 opens a connection per fetch past the first one's streams */
+	pacing = curl_version_info(CURLVERSION_NOW)->version_num < 0x080000;
+	if (pacing)
+		wi_pacing_init();
+#endif
 	bare_headers = curl_slist_append(NULL, "Accept: application/json");
 	if (bare_headers == NULL)
 		elog(ERROR, "out of memory");
@@ -250,6 +281,20 @@ set_egress(Transfer *t)
 }
 
 /*
+ * CURLOPT_SSL_CTX_FUNCTION, after libcurl loaded the tag of the source's CAs:
+ * the connection checks the upstream against all of them, parsed once
+ * (source_tls.c).
+ */
+static CURLcode
+use_ca_store(CURL *curl, void *ssl_ctx, void *userptr)
+{
+	WiSourceTls *conf = (WiSourceTls *) userptr;
+
+	SSL_CTX_set1_cert_store((SSL_CTX *) ssl_ctx, (X509_STORE *) conf->ca_store);
+	return CURLE_OK;
+}
+
+/*
  * Verification always on; the source's CAs instead of the system's bundle
  * (CAPATH too, or OpenSSL would also look in /etc/ssl/certs); its client
  * certificate while the fetch is at the template's origin.
@@ -265,14 +310,19 @@ set_tls(Transfer *t)
 	/*
 	 * Wait for a connection that may multiplex only where HTTP/2 can be had
 	 * (ALPN, over TLS): over plain http the wait would only keep a fetch
-	 * from connecting while the worker runs handlers (TAP 093).
+	 * from connecting while the worker runs handlers (TAP 093).  Where
+	 * h2_pacing.c paces fetches (libcurl 7.x) it does the waiting.
 	 */
-	curl_easy_setopt(t->easy, CURLOPT_PIPEWAIT, t->tls ? 1L : 0L);
+	curl_easy_setopt(t->easy, CURLOPT_PIPEWAIT, t->tls && !pacing ? 1L : 0L);
 	if (conf != NULL && conf->ca.data != NULL)
 	{
+		bool		shared = conf->ca_store != NULL &&
+			curl_easy_setopt(t->easy, CURLOPT_SSL_CTX_FUNCTION, use_ca_store) == CURLE_OK &&
+			curl_easy_setopt(t->easy, CURLOPT_SSL_CTX_DATA, conf) == CURLE_OK;
+
 		curl_easy_setopt(t->easy, CURLOPT_CAINFO, NULL);
 		curl_easy_setopt(t->easy, CURLOPT_CAPATH, NULL);
-		curl_easy_setopt(t->easy, CURLOPT_CAINFO_BLOB, &conf->ca);
+		curl_easy_setopt(t->easy, CURLOPT_CAINFO_BLOB, shared ? &conf->ca_tag : &conf->ca);
 	}
 	curl_easy_setopt(t->easy, CURLOPT_SSLCERTTYPE, "PEM");
 	curl_easy_setopt(t->easy, CURLOPT_SSLKEYTYPE, "PEM");
@@ -310,6 +360,9 @@ literal_target_allowed(Transfer *t, const char *url)
 		}
 		else
 			strlcpy(bare, host, sizeof(bare));
+		/* "127.0.0.3." is that address too (a proxy resolves it so) */
+		if (bare[0] != '\0' && bare[strlen(bare) - 1] == '.')
+			bare[strlen(bare) - 1] = '\0';
 		if (inet_pton(AF_INET, bare, addr) == 1 || inet_pton(AF_INET6, bare, addr) == 1)
 			allowed = wi_net_allowed_text(bare, t->refused, sizeof(t->refused));
 	}
@@ -388,7 +441,13 @@ wi_http_start(Transfer *t, long connect_timeout_ms, const char **error)
 	curl_easy_setopt(easy, CURLOPT_WRITEDATA, t);
 	curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, t->errbuf);
 
-	if (curl_multi_add_handle(multi, easy) != CURLM_OK)
+	curl_easy_setopt(easy, CURLOPT_CLOSESOCKETFUNCTION, close_socket_cb);
+
+	t->pacing = pacing ? wi_pacing_origin(t->origin, t->tls) : NULL;
+	t->probe = false;
+	if (!wi_pacing_admit(t->pacing, &t->probe))
+		wi_pacing_hold(t->pacing, t);	/* handed over by start_held() */
+	else if (curl_multi_add_handle(multi, easy) != CURLM_OK)
 	{
 		curl_easy_cleanup(easy);
 		t->easy = NULL;
@@ -397,8 +456,47 @@ wi_http_start(Transfer *t, long connect_timeout_ms, const char **error)
 		*error = "could not add a transfer to libcurl";
 		return false;
 	}
+	else
+		wi_pacing_added(t->pacing, t->probe);
 	in_flight++;
 	return true;
+}
+
+/* What is left of a fetch's timeout, in ms (at most 0). */
+static long
+time_left_ms(Transfer *t)
+{
+	return t->timeout_ms - (long) ((GetCurrentTimestamp() - t->started) / 1000);
+}
+
+static void
+finish_unfetched(Transfer *t, CURLcode result, const char *why)
+{
+	t->result = result;
+	strlcpy(t->errbuf, why, sizeof(t->errbuf));
+	t->next = finished_unfetched;
+	finished_unfetched = t;
+}
+
+/* A held fetch has room now (wi_pacing_release): to libcurl, with the time it has left. */
+static void
+start_held(Transfer *t, bool probe)
+{
+	long		left_ms = time_left_ms(t);
+
+	if (left_ms <= 0)
+	{
+		finish_unfetched(t, CURLE_OPERATION_TIMEDOUT, "Timeout was reached while waiting for a connection");
+		return;
+	}
+	curl_easy_setopt(t->easy, CURLOPT_TIMEOUT_MS, left_ms);
+	if (curl_multi_add_handle(multi, t->easy) != CURLM_OK)
+	{
+		finish_unfetched(t, CURLE_FAILED_INIT, "could not add a transfer to libcurl");
+		return;
+	}
+	t->probe = probe;
+	wi_pacing_added(t->pacing, probe);
 }
 
 static int	running_handles;
@@ -426,6 +524,7 @@ wi_http_on_sockets(void)
 			curl_multi_socket_action(multi, events[i].data.fd, mask, &running_handles);
 		}
 	}
+	wi_pacing_release(start_held);
 }
 
 /* curl's timer ran out. */
@@ -434,6 +533,7 @@ wi_http_on_timer(void)
 {
 	timer_armed = false;
 	curl_multi_socket_action(multi, CURL_SOCKET_TIMEOUT, 0, &running_handles);
+	wi_pacing_release(start_held);
 }
 
 /* A header of the last response, or NULL. */
@@ -478,6 +578,17 @@ settle_refusal(Transfer *t)
 	if (t->refused[0] != '\0' && t->result != CURLE_ABORTED_BY_CALLBACK &&
 		(t->result == CURLE_OK || t->sockets_opened > 0))
 		t->refused[0] = '\0';
+}
+
+/* The HTTP version of the last response (CURL_HTTP_VERSION_NONE: none). */
+static long
+http_version(Transfer *t)
+{
+	long		version = CURL_HTTP_VERSION_NONE;
+
+	if (t->status > 0)
+		curl_easy_getinfo(t->easy, CURLINFO_HTTP_VERSION, &version);
+	return version;
 }
 
 static bool
@@ -526,7 +637,7 @@ next_hop(Transfer *t)
 	}
 	if (!redirect_allowed(t, location, &tls) || !literal_target_allowed(t, location))
 		return false;
-	left_ms = t->timeout_ms - (long) ((GetCurrentTimestamp() - t->started) / 1000);
+	left_ms = time_left_ms(t);
 	if (left_ms <= 0)
 	{
 		t->result = CURLE_OPERATION_TIMEDOUT;
@@ -538,6 +649,9 @@ next_hop(Transfer *t)
 		return false;
 
 	curl_multi_remove_handle(multi, t->easy);
+	wi_pacing_removed(t->pacing, t->probe, http_version(t));
+	t->probe = false;
+	wi_pacing_added(t->pacing, false);	/* (counted under its first origin) */
 	free(t->body);
 	t->body = NULL;
 	t->body_len = 0;
@@ -560,6 +674,24 @@ next_hop(Transfer *t)
 	return true;
 }
 
+/*
+ * A fetch that timed out before it had a connection to send its request on
+ * (waiting for one inside libcurl) gets libcurl's message for whatever it
+ * was at ("Failed to resolve host ... after 0 ms"): say what happened.
+ */
+static void
+explain_no_connection(Transfer *t)
+{
+	double		pretransfer = 0;
+
+	if (t->result != CURLE_OPERATION_TIMEDOUT || t->sockets_opened > 0)
+		return;
+	curl_easy_getinfo(t->easy, CURLINFO_PRETRANSFER_TIME, &pretransfer);
+	if (pretransfer == 0)
+		snprintf(t->errbuf, sizeof(t->errbuf), "Timeout was reached while waiting for a connection to %.200s",
+				 t->origin ? t->origin : "the upstream");
+}
+
 /* Finished transfers, one per call, or NULL. */
 Transfer *
 wi_http_finished(void)
@@ -567,6 +699,15 @@ wi_http_finished(void)
 	CURLMsg    *msg;
 	int			left;
 
+	if (finished_unfetched != NULL)
+	{
+		Transfer   *t = finished_unfetched;
+
+		finished_unfetched = t->next;
+		t->next = NULL;
+		in_flight--;
+		return t;
+	}
 	while ((msg = curl_multi_info_read(multi, &left)) != NULL)
 	{
 		Transfer   *t;
@@ -580,10 +721,13 @@ wi_http_finished(void)
 		curl_easy_getinfo(t->easy, CURLINFO_TOTAL_TIME, &seconds);
 		t->seconds += seconds;
 		settle_refusal(t);
+		explain_no_connection(t);
 		if (t->result == CURLE_OK && is_redirect(t->status) && next_hop(t))
 			continue;			/* on its way to the next hop */
 		read_retry_after(t);
 		curl_multi_remove_handle(multi, t->easy);
+		wi_pacing_removed(t->pacing, t->probe, http_version(t));
+		t->probe = false;
 		in_flight--;
 		return t;
 	}
@@ -607,6 +751,8 @@ wi_transfer_free(Transfer *t)
 void
 wi_http_release(Transfer *t)
 {
+	if (t->held)
+		wi_pacing_unhold(t->pacing, t);
 	if (t->easy)
 		curl_easy_cleanup(t->easy);
 	t->easy = NULL;
