@@ -2,6 +2,9 @@
  * h2_pacing.h
  *		How many fetches of one https origin go to libcurl at once
  *		(h2_pacing.c).
+ *
+ * IDENTIFICATION
+ *		src/h2_pacing.h
  */
 #ifndef WI_H2_PACING_H
 #define WI_H2_PACING_H
