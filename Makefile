@@ -110,12 +110,12 @@ header-check:
 		n=$${f#src/}; \
 		sed -n 2p $$f | grep -qxF " * $$n" || { echo "$$f: line 2 is not ' * $$n'"; bad=1; }; \
 		sed -n '1,/^ \*\//p' $$f | grep -qx " \*		src/$$n" || { echo "$$f: no IDENTIFICATION src/$$n in its header"; bad=1; }; \
-	done; [ $$bad -eq 0 ] && echo "header-check: every src/ file has its header"
+	done; [ $$bad -eq 0 ] && echo "header-check: every src/ file has its header ... ok"
 
 # One suite at a time, so test/run can count and report each.
 .PHONY: version-check header-check deb deb-test unit-suite fuzz-replay-suite regress-suite isolation-suite tap-suite worker-suite examples-suite test demo bench-enqueue fuzz
 # Pure functions on their own (test/unit), built against the server's headers.
-unit-suite:
+unit-suite: header-check
 	$(CC) $(CFLAGS) $(CPPFLAGS) -o test/unit/redirect_test test/unit/redirect_test.c src/redirect.c \
 		$(SHLIB_LINK) -L$(pkglibdir) -lpgcommon -lpgport
 	test/unit/redirect_test
