@@ -20,6 +20,10 @@ WI_PACKAGES="make gcc postgresql-$WI_PG_MAJOR postgresql-server-dev-$WI_PG_MAJOR
 WI_PACKAGES="$WI_PACKAGES python3-django python3-psycopg2 nodejs"
 # pgbouncer: test/t/050_pgbouncer.pl starts its own (the package's service is stopped).
 WI_PACKAGES="$WI_PACKAGES pgbouncer"
+# TLS upstreams (test/tls/): nginx with the echo module as the test server
+# (test/tls/nginx.sh starts its own; the package's service is stopped), and
+# the openssl command for test/tls/make_certs.sh.
+WI_PACKAGES="$WI_PACKAGES nginx libnginx-mod-http-echo openssl"
 
 wi_log() { printf '== %s\n' "$*" >&2; }
 
@@ -44,6 +48,9 @@ wi_install_packages() {
 	# pgbouncer's package enables a service on /etc/pgbouncer (127.0.0.1:6432);
 	# the TAP test starts its own pgbouncer, so keep that one stopped.
 	case " ${missing[*]} " in *" pgbouncer "*) wi_stop_service pgbouncer ;; esac
+	# nginx's package (its nginx-common) starts a service on port 80; the TLS
+	# tests and benches run their own (test/tls/nginx.sh).
+	case " ${missing[*]} " in *" nginx "*) wi_stop_service nginx ;; esac
 }
 
 # wi_stop_service NAME: stop and disable a service a package just started.
