@@ -22,7 +22,9 @@ CHAIN_0.3.0 = sql/webhook_ingest--0.1.0.sql sql/webhook_ingest--0.1.0--0.2.0.sql
 CHAIN_0.4.0 = $(CHAIN_0.3.0) sql/webhook_ingest--0.3.0--0.4.0.sql
 CHAIN_0.5.0 = $(CHAIN_0.4.0) sql/webhook_ingest--0.4.0--0.5.0.sql
 CHAIN_0.6.0 = $(CHAIN_0.5.0) sql/webhook_ingest--0.5.0--0.6.0.sql
-FRESH_INSTALLS = sql/webhook_ingest--0.3.0.sql sql/webhook_ingest--0.4.0.sql sql/webhook_ingest--0.5.0.sql sql/webhook_ingest--0.6.0.sql
+CHAIN_0.7.0 = $(CHAIN_0.6.0) sql/webhook_ingest--0.6.0--0.7.0.sql
+FRESH_INSTALLS = sql/webhook_ingest--0.3.0.sql sql/webhook_ingest--0.4.0.sql sql/webhook_ingest--0.5.0.sql \
+	sql/webhook_ingest--0.6.0.sql sql/webhook_ingest--0.7.0.sql
 DATA = $(filter-out $(FRESH_INSTALLS),$(sort $(wildcard sql/webhook_ingest--*.sql)))
 DATA_built = $(FRESH_INSTALLS)
 
@@ -65,6 +67,8 @@ sql/webhook_ingest--0.5.0.sql: $(CHAIN_0.5.0) sql/fresh_install.awk
 	awk -f sql/fresh_install.awk $(CHAIN_0.5.0) > $@
 sql/webhook_ingest--0.6.0.sql: $(CHAIN_0.6.0) sql/fresh_install.awk
 	awk -f sql/fresh_install.awk $(CHAIN_0.6.0) > $@
+sql/webhook_ingest--0.7.0.sql: $(CHAIN_0.7.0) sql/fresh_install.awk
+	awk -f sql/fresh_install.awk $(CHAIN_0.7.0) > $@
 
 # Every object depends on every header (PGXS tracks no header dependencies).
 $(OBJS): $(wildcard src/*.h)

@@ -13,6 +13,15 @@
  *		handle is sent to the next hop, and wi_http_finished() returns only
  *		transfers that are really finished.
  *
+ *		TLS: a source's tls_ca replaces the system's bundle, its client
+ *		certificate goes only to the template's origin, and verification is
+ *		always on.  HTTP/2 is asked for over TLS (ALPN); a new transfer waits
+ *		for a connection to the host that may multiplex it (PIPEWAIT) rather
+ *		than opening one, so a burst to an HTTP/2 host shares a few
+ *		connections, max_streams_per_connection streams each.  TLS sessions
+ *		are shared by all transfers (a share handle), so a new connection to
+ *		a host resumes a session instead of a full handshake.
+ *
  *		Callbacks here run inside libcurl: they never ereport() or palloc();
  *		they record what happened and return a code.
  */
@@ -24,15 +33,19 @@
 #include <unistd.h>
 
 #include "webhook_ingest.h"
+#include "egress.h"
 #include "http.h"
 #include "redirect.h"
 #include "retry_after.h"
 
 static CURLM *multi = NULL;
+static CURLSH *share = NULL;	/* TLS sessions */
 static int	epoll_fd = -1;
 static struct timespec timer_deadline;	/* CLOCK_MONOTONIC; valid when timer_armed */
 static bool timer_armed = false;
 static int	in_flight = 0;
+static int64 connections_opened = 0;	/* since the worker started */
+static int64 tls_connections_opened = 0;
 
 /* What a hop to another origin sends instead of the source's headers. */
 static struct curl_slist *bare_headers = NULL;
@@ -127,6 +140,9 @@ open_socket_cb(void *clientp, curlsocktype purpose, struct curl_sockaddr *addres
 		return CURL_SOCKET_BAD;
 	}
 	t->sockets_opened++;
+	connections_opened++;
+	if (t->tls)
+		tls_connections_opened++;
 	return socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
 }
 
@@ -146,30 +162,46 @@ prereq_cb(void *clientp, char *conn_primary_ip, char *conn_local_ip, int conn_pr
 }
 #endif
 
+/* The settings that shape connections, at start and after a reload. */
 void
-wi_http_set_host_limit(int max_host_connections)
+wi_http_set_limits(void)
 {
-	curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long) max_host_connections);
+	curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long) wi_max_host_connections);
+	curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, (long) wi_max_host_connections);
+#if LIBCURL_VERSION_NUM >= 0x074300
+	curl_multi_setopt(multi, CURLMOPT_MAX_CONCURRENT_STREAMS, (long) wi_max_streams_per_connection);
+#endif
 }
 
 void
-wi_http_init(int max_host_connections)
+wi_http_init(void)
 {
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
 		elog(ERROR, "could not initialize libcurl");
 	multi = curl_multi_init();
 	if (multi == NULL)
 		elog(ERROR, "could not create a libcurl multi handle");
+	share = curl_share_init();
+	if (share == NULL || curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK)
+		elog(ERROR, "could not create a libcurl share handle");
 	epoll_fd = epoll_create1(EPOLL_CLOEXEC);
 	if (epoll_fd < 0)
 		elog(ERROR, "could not create epoll descriptor: %m");
 	curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
 	curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, timer_cb);
-	curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long) max_host_connections);
-	curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, (long) max_host_connections);
+	curl_multi_setopt(multi, CURLMOPT_PIPELINING, (long) CURLPIPE_MULTIPLEX);
+	wi_http_set_limits();
 	bare_headers = curl_slist_append(NULL, "Accept: application/json");
 	if (bare_headers == NULL)
 		elog(ERROR, "out of memory");
+}
+
+/* Connections opened since the worker started: all of them, and over TLS. */
+void
+wi_http_connections(int64 *all, int64 *tls)
+{
+	*all = connections_opened;
+	*tls = tls_connections_opened;
 }
 
 int
@@ -197,6 +229,45 @@ wi_http_timeout_ms(void)
 	ms = (timer_deadline.tv_sec - now.tv_sec) * 1000 +
 		(timer_deadline.tv_nsec - now.tv_nsec + 999999) / 1000000;
 	return ms < 0 ? 0 : ms;
+}
+
+/*
+ * The proxy of the fetch: the source's or webhook_ingest.proxy, none if
+ * empty.  Never one from the environment (http_proxy, ...): the operator
+ * would not know where fetches go.
+ */
+static void
+set_egress(Transfer *t)
+{
+	const char *proxy = wi_proxy_for(t->conf ? t->conf->proxy : NULL);
+
+	curl_easy_setopt(t->easy, CURLOPT_PROXY, proxy);
+	curl_easy_setopt(t->easy, CURLOPT_NOPROXY, proxy[0] != '\0' && wi_no_proxy ? wi_no_proxy : NULL);
+}
+
+/*
+ * Verification always on; the source's CAs instead of the system's bundle
+ * (CAPATH too, or OpenSSL would also look in /etc/ssl/certs); its client
+ * certificate while the fetch is at the template's origin.
+ */
+static void
+set_tls(Transfer *t)
+{
+	WiSourceTls *conf = t->conf;
+	bool		present = conf != NULL && conf->cert.data != NULL && !t->cross_origin;
+
+	curl_easy_setopt(t->easy, CURLOPT_SSL_VERIFYPEER, 1L);
+	curl_easy_setopt(t->easy, CURLOPT_SSL_VERIFYHOST, 2L);
+	if (conf != NULL && conf->ca.data != NULL)
+	{
+		curl_easy_setopt(t->easy, CURLOPT_CAINFO, NULL);
+		curl_easy_setopt(t->easy, CURLOPT_CAPATH, NULL);
+		curl_easy_setopt(t->easy, CURLOPT_CAINFO_BLOB, &conf->ca);
+	}
+	curl_easy_setopt(t->easy, CURLOPT_SSLCERTTYPE, "PEM");
+	curl_easy_setopt(t->easy, CURLOPT_SSLKEYTYPE, "PEM");
+	curl_easy_setopt(t->easy, CURLOPT_SSLCERT_BLOB, present ? &conf->cert : NULL);
+	curl_easy_setopt(t->easy, CURLOPT_SSLKEY_BLOB, present ? &conf->key : NULL);
 }
 
 /*
@@ -242,8 +313,7 @@ wi_http_start(Transfer *t, long connect_timeout_ms, const char **error)
 #endif
 	/* Redirects: followed by next_hop(), not by libcurl. */
 	curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
-	/* No proxy from the environment (http_proxy, ...): the guard would not see where fetches go. */
-	curl_easy_setopt(easy, CURLOPT_PROXY, "");
+	set_egress(t);
 	curl_easy_setopt(easy, CURLOPT_OPENSOCKETFUNCTION, open_socket_cb);
 	curl_easy_setopt(easy, CURLOPT_OPENSOCKETDATA, t);
 #if LIBCURL_VERSION_NUM >= 0x075000
@@ -252,8 +322,10 @@ wi_http_start(Transfer *t, long connect_timeout_ms, const char **error)
 #endif
 	curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, connect_timeout_ms);
 	curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, t->timeout_ms);
-	curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 1L);
-	curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 2L);
+	set_tls(t);
+	curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, (long) CURL_HTTP_VERSION_2TLS);
+	curl_easy_setopt(easy, CURLOPT_PIPEWAIT, 1L);
+	curl_easy_setopt(easy, CURLOPT_SHARE, share);
 	curl_easy_setopt(easy, CURLOPT_USERAGENT, WI_EXTENSION_NAME "/" WI_VERSION);
 	curl_easy_setopt(easy, CURLOPT_HTTPHEADER, t->headers);
 	curl_easy_setopt(easy, CURLOPT_ACCEPT_ENCODING, "");
@@ -424,6 +496,7 @@ next_hop(Transfer *t)
 	t->hops++;
 	curl_easy_setopt(t->easy, CURLOPT_URL, next);
 	curl_easy_setopt(t->easy, CURLOPT_HTTPHEADER, t->cross_origin ? bare_headers : t->headers);
+	set_tls(t);
 	curl_easy_setopt(t->easy, CURLOPT_TIMEOUT_MS, left_ms);
 	free(next);
 	if (curl_multi_add_handle(multi, t->easy) != CURLM_OK)
@@ -485,6 +558,8 @@ wi_http_release(Transfer *t)
 	if (t->easy)
 		curl_easy_cleanup(t->easy);
 	t->easy = NULL;
+	wi_source_tls_release(t->conf);	/* after curl, which may use its blobs */
+	t->conf = NULL;
 	if (t->headers)
 		curl_slist_free_all(t->headers);
 	t->headers = NULL;

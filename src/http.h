@@ -12,6 +12,7 @@
 #include "utils/timestamp.h"
 
 #include "net_guard.h"
+#include "source_tls.h"
 
 /* Redirects followed at most, per fetch. */
 #define WI_MAX_REDIRECTS	5
@@ -27,6 +28,7 @@ typedef struct Transfer
 	char	   *url;
 	long		timeout_ms;
 	Oid			handler;		/* InvalidOid: store the document */
+	WiSourceTls *conf;			/* the source's TLS settings and proxy, or NULL */
 	TimestampTz created_at;		/* when the job's first webhook came */
 
 	/* set by job_store.c when it completes the job */
@@ -61,8 +63,9 @@ typedef struct Transfer
 	struct Transfer *next;		/* finished list */
 } Transfer;
 
-extern void wi_http_init(int max_host_connections);
-extern void wi_http_set_host_limit(int max_host_connections);
+extern void wi_http_init(void);
+extern void wi_http_set_limits(void);
+extern void wi_http_connections(int64 *all, int64 *tls);
 extern int	wi_http_epoll_fd(void);
 extern bool wi_http_start(Transfer *t, long connect_timeout_ms, const char **error);
 extern void wi_http_on_sockets(void);

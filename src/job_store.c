@@ -391,9 +391,13 @@ read_sources(void)
 	if (generation == read_generation)
 		return;
 	wi_sched_begin_refresh();
+	wi_source_tls_begin_refresh();
 	if (wi_run_cached(&plan,
-					  "SELECT name, paused, weight, coalesce(rate_limit, 0), coalesce(rate_burst, 0),"
-					  "       coalesce(max_in_flight, 0), updated_at FROM webhook_ingest.sources",
+					  "SELECT s.name, s.paused, s.weight, coalesce(s.rate_limit, 0), coalesce(s.rate_burst, 0),"
+					  "       coalesce(s.max_in_flight, 0), s.updated_at, s.tls_ca, s.tls_client_cert,"
+					  "       k.tls_client_key, s.proxy"
+					  "  FROM webhook_ingest.sources s"
+					  "  LEFT JOIN webhook_ingest.source_tls_keys k ON k.source = s.name",
 					  0, NULL, NULL, NULL, true) != SPI_OK_SELECT)
 		elog(ERROR, "could not read sources");
 	for (uint64 i = 0; i < SPI_processed; i++)
@@ -409,7 +413,10 @@ read_sources(void)
 						 DatumGetInt32(SPI_getbinval(tup, desc, 5, &isnull)),
 						 DatumGetInt32(SPI_getbinval(tup, desc, 6, &isnull)),
 						 DatumGetTimestampTz(SPI_getbinval(tup, desc, 7, &isnull)));
+		wi_source_tls_refresh(SPI_getvalue(tup, desc, 1), SPI_getvalue(tup, desc, 8), SPI_getvalue(tup, desc, 9),
+							  SPI_getvalue(tup, desc, 10), SPI_getvalue(tup, desc, 11));
 	}
+	wi_source_tls_end_refresh();
 	wi_sched_forget_dropped();
 	read_generation = generation;	/* complete: an error above reads again next time */
 }
@@ -561,6 +568,7 @@ claim_pass(Claim *c, WiQuota *quotas, int n)
 		if (isnull)
 			t->handler = InvalidOid;
 		t->created_at = DatumGetTimestampTz(SPI_getbinval(tup, desc, 10, &isnull));
+		t->conf = wi_source_tls_acquire(t->source);
 		wi_sched_claimed(t->source, DatumGetTimestampTz(SPI_getbinval(tup, desc, 11, &isnull)));
 		t->retry_after_s = -1;
 		t->throttle_s = -1;

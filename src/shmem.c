@@ -241,8 +241,8 @@ wi_shmem_publish_sources(void)
 static HeapTuple
 slot_row(TupleDesc desc, const WiSlot *copy)
 {
-	Datum		values[14];
-	bool		nulls[14] = {0};
+	Datum		values[16];
+	bool		nulls[16] = {0};
 	char	   *dbname = get_database_name(copy->database);
 
 	values[0] = Int32GetDatum(copy->worker_pid);
@@ -264,6 +264,10 @@ slot_row(TupleDesc desc, const WiSlot *copy)
 	nulls[12] = copy->counters.last_error[0] == '\0';
 	values[13] = TimestampTzGetDatum(copy->counters.last_error_at);
 	nulls[13] = copy->counters.last_error_at == 0;
+	/* from 0.7.0 (the scripts before it have the 14 columns above) */
+	values[14] = Int64GetDatum(copy->counters.connections_opened);
+	values[15] = Int64GetDatum(copy->counters.tls_connections_opened);
+	Assert(desc->natts <= lengthof(values));
 	return heap_form_tuple(desc, values, nulls);
 }
 

@@ -348,5 +348,8 @@ webhook_ingest_sources_changed(PG_FUNCTION_ARGS)
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		elog(ERROR, "webhook_ingest_sources_changed: not called by trigger manager");
 	CacheInvalidateRelcache(trigdata->tg_relation);
+	/* source_tls_keys: a change of a key is one of its source */
+	if (strcmp(RelationGetRelationName(trigdata->tg_relation), "sources") != 0)
+		CacheInvalidateRelcacheByRelid(get_relname_relid("sources", RelationGetNamespace(trigdata->tg_relation)));
 	return PointerGetDatum(NULL);
 }

@@ -24,6 +24,7 @@ int			wi_max_databases = 16;
 bool		wi_enabled = true;
 int			wi_max_concurrent_requests = 1024;
 int			wi_max_host_connections = 1024;
+int			wi_max_streams_per_connection = 100;
 int			wi_max_response_size_kb = 1024;
 int			wi_lease_timeout_s = 60;
 int			wi_poll_interval_ms = 1000;
@@ -103,6 +104,14 @@ _PG_init(void)
 							1024, 1, 100000,
 							PGC_SIGHUP, 0,
 							NULL, NULL, NULL);
+	DefineCustomIntVariable("webhook_ingest.max_streams_per_connection",
+							"Most HTTP/2 streams (fetches) the worker runs at once on one connection.",
+							"The server's own limit (SETTINGS_MAX_CONCURRENT_STREAMS) holds too; more fetches "
+							"to the host open another connection, up to max_host_connections.",
+							&wi_max_streams_per_connection,
+							100, 1, 10000,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
 	DefineCustomIntVariable("webhook_ingest.max_response_size",
 							"Largest response body the worker accepts.",
 							"A larger body fails the job without retry; it is cut off while it is read.",
@@ -169,6 +178,7 @@ _PG_init(void)
 							NULL, NULL, NULL);
 
 	wi_net_guard_define_gucs();
+	wi_egress_define_gucs();
 
 #if PG_VERSION_NUM >= 150000
 	MarkGUCPrefixReserved("webhook_ingest");
@@ -177,6 +187,7 @@ _PG_init(void)
 #endif
 
 	wi_shmem_init();
+	wi_log_redact_install();
 	wi_utility_hook_install();
 	wi_register_launcher();
 }

@@ -12,7 +12,7 @@
 
 #define WI_EXTENSION_NAME		"webhook_ingest"
 #define WI_SCHEMA_NAME			"webhook_ingest"
-#define WI_VERSION				"0.6.0"
+#define WI_VERSION				"0.7.0"
 
 /* Longest external_id or event_id accepted, in bytes. */
 #define WI_MAX_ID_BYTES			1024
@@ -24,6 +24,7 @@ extern int	wi_max_databases;
 extern bool wi_enabled;
 extern int	wi_max_concurrent_requests;
 extern int	wi_max_host_connections;
+extern int	wi_max_streams_per_connection;
 extern int	wi_max_response_size_kb;
 extern int	wi_lease_timeout_s;
 extern int	wi_poll_interval_ms;
@@ -45,6 +46,8 @@ typedef struct WiCounters
 	int64		dead;			/* jobs that ended dead */
 	int64		handler_errors; /* handler calls that raised an error */
 	int64		bytes;			/* response body bytes received */
+	int64		connections_opened; /* connections (sockets) opened */
+	int64		tls_connections_opened; /* of which for https */
 	char		last_error[256];
 	TimestampTz last_error_at;
 } WiCounters;
@@ -112,6 +115,12 @@ extern struct _SPI_plan *wi_prepare_once(struct _SPI_plan **plan, const char *sq
 
 /* net_guard.c */
 extern void wi_net_guard_define_gucs(void);
+
+/* egress.c */
+extern void wi_egress_define_gucs(void);
+
+/* log_redact.c */
+extern void wi_log_redact_install(void);
 
 /* url.c */
 extern char *wi_render_url(const char *url_template, const char *id, int idlen);

@@ -273,7 +273,7 @@ webhook_ingest_worker_main(Datum arg)
 
 	wait_for_extension(&counters);
 	fd_cap = transfers_allowed_by_file_limit();
-	wi_http_init(wi_max_host_connections);
+	wi_http_init();
 	wi_shmem_publish("disabled", 0, &counters);
 	while (!wi_enabled)
 		wait_for(wi_poll_interval_ms * 10L);

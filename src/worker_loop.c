@@ -195,7 +195,7 @@ reload_settings(WorkerLoop *loop)
 		return;
 	ConfigReloadPending = false;
 	ProcessConfigFile(PGC_SIGHUP);
-	wi_http_set_host_limit(wi_max_host_connections);
+	wi_http_set_limits();
 }
 
 /*
@@ -467,6 +467,7 @@ wait_for_events(WorkerLoop *loop)
 	long		timeout;
 	long		sched_ms = wi_sched_wait_ms(GetCurrentTimestamp());
 
+	wi_http_connections(&loop->counters.connections_opened, &loop->counters.tls_connections_opened);
 	wi_shmem_publish(wi_enabled ? "running" : "disabled", wi_http_in_flight(), &loop->counters);
 	wi_shmem_publish_sources();
 	timeout = wi_http_timeout_ms();

@@ -1,0 +1,29 @@
+/*
+ * source_tls.h
+ *		The worker's copy of each source's TLS settings and proxy
+ *		(source_tls.c), which the fetches of its jobs point to.
+ */
+#ifndef WI_SOURCE_TLS_H
+#define WI_SOURCE_TLS_H
+
+#include <curl/curl.h>
+
+typedef struct WiSourceTls
+{
+	char	   *source;
+	struct curl_blob ca;		/* data NULL: the system's bundle */
+	struct curl_blob cert;		/* data NULL: no client certificate */
+	struct curl_blob key;		/* with cert */
+	char	   *proxy;			/* NULL: webhook_ingest.proxy; "": none */
+	int			refs;			/* fetches using it, and 1 while it is current */
+	struct WiSourceTls *next;
+} WiSourceTls;
+
+extern void wi_source_tls_begin_refresh(void);
+extern void wi_source_tls_refresh(const char *source, const char *ca, const char *cert, const char *key,
+								  const char *proxy);
+extern void wi_source_tls_end_refresh(void);
+extern WiSourceTls *wi_source_tls_acquire(const char *source);
+extern void wi_source_tls_release(WiSourceTls *conf);
+
+#endif							/* WI_SOURCE_TLS_H */
