@@ -32,8 +32,10 @@ PG_CONFIG ?= pg_config
 
 CURL_CONFIG ?= curl-config
 SHLIB_LINK += $(shell $(CURL_CONFIG) --libs 2>/dev/null || echo -lcurl)
-# OpenSSL's HMAC, base64 and CRYPTO_memcmp for src/signature.c.
+# OpenSSL's HMAC, base64 and CRYPTO_memcmp for src/signature.c, PEM parsing for src/tls_check.c.
 SHLIB_LINK += -lcrypto
+# OpenSSL's SSL_CTX_set1_cert_store for src/http.c (a source's CAs parsed once).
+SHLIB_LINK += -lssl
 PG_CPPFLAGS += -Isrc $(shell $(CURL_CONFIG) --cflags 2>/dev/null)
 PG_CFLAGS += -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers -Wno-sign-compare
 

@@ -87,10 +87,11 @@ webhook_ingest_check_proxy(PG_FUNCTION_ARGS)
 	char	   *value = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	const char *why;
 
+	/* (the value is not quoted: a secret pasted in the wrong argument stays out of the message) */
 	if (!proxy_usable(value, &why))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("proxy \"%s\" cannot be used: %s", wi_clip(value, (int) strlen(value)), why),
+				 errmsg("proxy cannot be used: %s", why),
 				 errhint("Name it as http://host:port or https://host:port; '' means no proxy, NULL webhook_ingest.proxy.")));
 	PG_RETURN_VOID();
 }
@@ -102,7 +103,7 @@ check_proxy_setting(char **newval, void **extra, GucSource source)
 
 	if (proxy_usable(*newval, &why))
 		return true;
-	GUC_check_errdetail("The proxy %s.", why);
+	GUC_check_errdetail("It cannot be used as a proxy: %s.", why);
 	return false;
 }
 

@@ -15,9 +15,9 @@
  *
  *		TLS: a source's tls_ca replaces the system's bundle, its client
  *		certificate goes only to the template's origin, and verification is
- *		always on.  HTTP/2 is asked for over TLS (ALPN); a new transfer waits
- *		for a connection to the host that may multiplex it (PIPEWAIT) rather
- *		than opening one, so a burst to an HTTP/2 host shares a few
+ *		always on.  HTTP/2 is asked for over TLS (ALPN); a new https transfer
+ *		waits for a connection to the host that may multiplex it (PIPEWAIT)
+ *		rather than opening one, so a burst to an HTTP/2 host shares a few
  *		connections, max_streams_per_connection streams each.  TLS sessions
  *		are shared by all transfers (a share handle), so a new connection to
  *		a host resumes a session instead of a full handshake.
@@ -29,12 +29,16 @@
 
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <arpa/inet.h>
+
+#include <openssl/ssl.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "webhook_ingest.h"
 #include "egress.h"
 #include "http.h"
+#include "h2_pacing.h"
 #include "redirect.h"
 #include "retry_after.h"
 
@@ -44,6 +48,8 @@ static int	epoll_fd = -1;
 static struct timespec timer_deadline;	/* CLOCK_MONOTONIC; valid when timer_armed */
 static bool timer_armed = false;
 static int	in_flight = 0;
+static bool pacing = false;		/* libcurl needs h2_pacing.c */
+static Transfer *finished_unfetched = NULL;	/* held fetches whose time ran out */
 static int64 connections_opened = 0;	/* since the worker started */
 static int64 tls_connections_opened = 0;
 
@@ -132,6 +138,7 @@ open_socket_cb(void *clientp, curlsocktype purpose, struct curl_sockaddr *addres
 {
 	Transfer   *t = (Transfer *) clientp;
 	char		why[WI_REFUSAL_SIZE];
+	curl_socket_t fd;
 
 	if (!wi_net_allowed_sockaddr(&address->addr, why, sizeof(why)))
 	{
@@ -139,11 +146,23 @@ open_socket_cb(void *clientp, curlsocktype purpose, struct curl_sockaddr *addres
 			strlcpy(t->refused, why, sizeof(t->refused));
 		return CURL_SOCKET_BAD;
 	}
+	fd = socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+	if (fd == CURL_SOCKET_BAD)
+		return fd;
 	t->sockets_opened++;
 	connections_opened++;
 	if (t->tls)
 		tls_connections_opened++;
-	return socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+	wi_pacing_socket_opened(t->pacing, fd);
+	return fd;
+}
+
+/* CURLOPT_CLOSESOCKETFUNCTION: clientp may be a transfer long gone; only fd counts. */
+static int
+close_socket_cb(void *clientp, curl_socket_t fd)
+{
+	wi_pacing_socket_closed(fd);
+	return close(fd);
 }
 
 #if LIBCURL_VERSION_NUM >= 0x075000
@@ -156,8 +175,15 @@ prereq_cb(void *clientp, char *conn_primary_ip, char *conn_local_ip, int conn_pr
 {
 	Transfer   *t = (Transfer *) clientp;
 
+	curl_socket_t fd = CURL_SOCKET_BAD;
+
 	if (!wi_net_allowed_text(conn_primary_ip, t->refused, sizeof(t->refused)))
 		return CURL_PREREQFUNC_ABORT;
+	if (t->pacing != NULL)
+	{
+		curl_easy_getinfo(t->easy, CURLINFO_ACTIVESOCKET, &fd);
+		wi_pacing_request(t->pacing, (int) fd, t->sockets_opened > 0, &t->probe);
+	}
 	return CURL_PREREQFUNC_OK;
 }
 #endif
@@ -191,6 +217,12 @@ wi_http_init(void)
 	curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, timer_cb);
 	curl_multi_setopt(multi, CURLMOPT_PIPELINING, (long) CURLPIPE_MULTIPLEX);
 	wi_http_set_limits();
+#if LIBCURL_VERSION_NUM >= 0x075000
+	/* libcurl before 8.0 opens a connection per fetch past the first one's streams */
+	pacing = curl_version_info(CURLVERSION_NOW)->version_num < 0x080000;
+	if (pacing)
+		wi_pacing_init();
+#endif
 	bare_headers = curl_slist_append(NULL, "Accept: application/json");
 	if (bare_headers == NULL)
 		elog(ERROR, "out of memory");
@@ -246,6 +278,20 @@ set_egress(Transfer *t)
 }
 
 /*
+ * CURLOPT_SSL_CTX_FUNCTION, after libcurl loaded the tag of the source's CAs:
+ * the connection checks the upstream against all of them, parsed once
+ * (source_tls.c).
+ */
+static CURLcode
+use_ca_store(CURL *curl, void *ssl_ctx, void *userptr)
+{
+	WiSourceTls *conf = (WiSourceTls *) userptr;
+
+	SSL_CTX_set1_cert_store((SSL_CTX *) ssl_ctx, (X509_STORE *) conf->ca_store);
+	return CURLE_OK;
+}
+
+/*
  * Verification always on; the source's CAs instead of the system's bundle
  * (CAPATH too, or OpenSSL would also look in /etc/ssl/certs); its client
  * certificate while the fetch is at the template's origin.
@@ -258,11 +304,22 @@ set_tls(Transfer *t)
 
 	curl_easy_setopt(t->easy, CURLOPT_SSL_VERIFYPEER, 1L);
 	curl_easy_setopt(t->easy, CURLOPT_SSL_VERIFYHOST, 2L);
+	/*
+	 * Wait for a connection that may multiplex only where HTTP/2 can be had
+	 * (ALPN, over TLS): over plain http the wait would only keep a fetch
+	 * from connecting while the worker runs handlers (TAP 093).  Where
+	 * h2_pacing.c paces fetches (libcurl 7.x) it does the waiting.
+	 */
+	curl_easy_setopt(t->easy, CURLOPT_PIPEWAIT, t->tls && !pacing ? 1L : 0L);
 	if (conf != NULL && conf->ca.data != NULL)
 	{
+		bool		shared = conf->ca_store != NULL &&
+			curl_easy_setopt(t->easy, CURLOPT_SSL_CTX_FUNCTION, use_ca_store) == CURLE_OK &&
+			curl_easy_setopt(t->easy, CURLOPT_SSL_CTX_DATA, conf) == CURLE_OK;
+
 		curl_easy_setopt(t->easy, CURLOPT_CAINFO, NULL);
 		curl_easy_setopt(t->easy, CURLOPT_CAPATH, NULL);
-		curl_easy_setopt(t->easy, CURLOPT_CAINFO_BLOB, &conf->ca);
+		curl_easy_setopt(t->easy, CURLOPT_CAINFO_BLOB, shared ? &conf->ca_tag : &conf->ca);
 	}
 	curl_easy_setopt(t->easy, CURLOPT_SSLCERTTYPE, "PEM");
 	curl_easy_setopt(t->easy, CURLOPT_SSLKEYTYPE, "PEM");
@@ -271,15 +328,61 @@ set_tls(Transfer *t)
 }
 
 /*
- * Start fetching t->url.  On failure returns false with *error set, and t
- * holds no curl state.
+ * May a fetch of url go ahead, as far as its host is an IP address?  The
+ * guard checks every address connected to, but through a proxy that is the
+ * proxy's: a target named by its address is checked here too, before any
+ * connection.  Host names are the proxy's to resolve.  If not, t->refused
+ * says why.
+ */
+static bool
+literal_target_allowed(Transfer *t, const char *url)
+{
+	CURLU	   *u = curl_url();
+	char	   *host = NULL;
+	bool		allowed = true;
+
+	if (u != NULL && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+		curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK)
+	{
+		char		bare[64];
+		unsigned char addr[16];
+		size_t		len = strlen(host);
+
+		/* an IPv6 literal comes bracketed (and perhaps with a zone) */
+		if (host[0] == '[' && len >= 2 && len - 2 < sizeof(bare))
+		{
+			memcpy(bare, host + 1, len - 2);
+			bare[len - 2] = '\0';
+			bare[strcspn(bare, "%")] = '\0';
+		}
+		else
+			strlcpy(bare, host, sizeof(bare));
+		/* "127.0.0.3." is that address too (a proxy resolves it so) */
+		if (bare[0] != '\0' && bare[strlen(bare) - 1] == '.')
+			bare[strlen(bare) - 1] = '\0';
+		if (inet_pton(AF_INET, bare, addr) == 1 || inet_pton(AF_INET6, bare, addr) == 1)
+			allowed = wi_net_allowed_text(bare, t->refused, sizeof(t->refused));
+	}
+	curl_free(host);
+	curl_url_cleanup(u);
+	return allowed;
+}
+
+/*
+ * Start fetching t->url.  On failure returns false with *error set (NULL
+ * when the network guard refused the URL's address: t->refused says why),
+ * and t holds no curl state.
  */
 bool
 wi_http_start(Transfer *t, long connect_timeout_ms, const char **error)
 {
-	CURL	   *easy = curl_easy_init();
+	CURL	   *easy;
 
-	if (easy == NULL)
+	t->refused[0] = '\0';
+	*error = NULL;
+	if (!literal_target_allowed(t, t->url))
+		return false;
+	if ((easy = curl_easy_init()) == NULL)
 	{
 		*error = "could not create a libcurl handle";
 		return false;
@@ -324,7 +427,6 @@ wi_http_start(Transfer *t, long connect_timeout_ms, const char **error)
 	curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, t->timeout_ms);
 	set_tls(t);
 	curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, (long) CURL_HTTP_VERSION_2TLS);
-	curl_easy_setopt(easy, CURLOPT_PIPEWAIT, 1L);
 	curl_easy_setopt(easy, CURLOPT_SHARE, share);
 	curl_easy_setopt(easy, CURLOPT_USERAGENT, WI_EXTENSION_NAME "/" WI_VERSION);
 	curl_easy_setopt(easy, CURLOPT_HTTPHEADER, t->headers);
@@ -336,7 +438,13 @@ wi_http_start(Transfer *t, long connect_timeout_ms, const char **error)
 	curl_easy_setopt(easy, CURLOPT_WRITEDATA, t);
 	curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, t->errbuf);
 
-	if (curl_multi_add_handle(multi, easy) != CURLM_OK)
+	curl_easy_setopt(easy, CURLOPT_CLOSESOCKETFUNCTION, close_socket_cb);
+
+	t->pacing = pacing ? wi_pacing_origin(t->origin, t->tls) : NULL;
+	t->probe = false;
+	if (!wi_pacing_admit(t->pacing, &t->probe))
+		wi_pacing_hold(t->pacing, t);	/* handed over by start_held() */
+	else if (curl_multi_add_handle(multi, easy) != CURLM_OK)
 	{
 		curl_easy_cleanup(easy);
 		t->easy = NULL;
@@ -345,8 +453,47 @@ wi_http_start(Transfer *t, long connect_timeout_ms, const char **error)
 		*error = "could not add a transfer to libcurl";
 		return false;
 	}
+	else
+		wi_pacing_added(t->pacing, t->probe);
 	in_flight++;
 	return true;
+}
+
+/* What is left of a fetch's timeout, in ms (at most 0). */
+static long
+time_left_ms(Transfer *t)
+{
+	return t->timeout_ms - (long) ((GetCurrentTimestamp() - t->started) / 1000);
+}
+
+static void
+finish_unfetched(Transfer *t, CURLcode result, const char *why)
+{
+	t->result = result;
+	strlcpy(t->errbuf, why, sizeof(t->errbuf));
+	t->next = finished_unfetched;
+	finished_unfetched = t;
+}
+
+/* A held fetch has room now (wi_pacing_release): to libcurl, with the time it has left. */
+static void
+start_held(Transfer *t, bool probe)
+{
+	long		left_ms = time_left_ms(t);
+
+	if (left_ms <= 0)
+	{
+		finish_unfetched(t, CURLE_OPERATION_TIMEDOUT, "Timeout was reached while waiting for a connection");
+		return;
+	}
+	curl_easy_setopt(t->easy, CURLOPT_TIMEOUT_MS, left_ms);
+	if (curl_multi_add_handle(multi, t->easy) != CURLM_OK)
+	{
+		finish_unfetched(t, CURLE_FAILED_INIT, "could not add a transfer to libcurl");
+		return;
+	}
+	t->probe = probe;
+	wi_pacing_added(t->pacing, probe);
 }
 
 static int	running_handles;
@@ -374,6 +521,7 @@ wi_http_on_sockets(void)
 			curl_multi_socket_action(multi, events[i].data.fd, mask, &running_handles);
 		}
 	}
+	wi_pacing_release(start_held);
 }
 
 /* curl's timer ran out. */
@@ -382,6 +530,7 @@ wi_http_on_timer(void)
 {
 	timer_armed = false;
 	curl_multi_socket_action(multi, CURL_SOCKET_TIMEOUT, 0, &running_handles);
+	wi_pacing_release(start_held);
 }
 
 /* A header of the last response, or NULL. */
@@ -428,6 +577,17 @@ settle_refusal(Transfer *t)
 		t->refused[0] = '\0';
 }
 
+/* The HTTP version of the last response (CURL_HTTP_VERSION_NONE: none). */
+static long
+http_version(Transfer *t)
+{
+	long		version = CURL_HTTP_VERSION_NONE;
+
+	if (t->status > 0)
+		curl_easy_getinfo(t->easy, CURLINFO_HTTP_VERSION, &version);
+	return version;
+}
+
 static bool
 is_redirect(long status)
 {
@@ -472,9 +632,9 @@ next_hop(Transfer *t)
 		snprintf(t->errbuf, sizeof(t->errbuf), "Maximum (%d) redirects followed", WI_MAX_REDIRECTS);
 		return false;
 	}
-	if (!redirect_allowed(t, location, &tls))
+	if (!redirect_allowed(t, location, &tls) || !literal_target_allowed(t, location))
 		return false;
-	left_ms = t->timeout_ms - (long) ((GetCurrentTimestamp() - t->started) / 1000);
+	left_ms = time_left_ms(t);
 	if (left_ms <= 0)
 	{
 		t->result = CURLE_OPERATION_TIMEDOUT;
@@ -486,6 +646,9 @@ next_hop(Transfer *t)
 		return false;
 
 	curl_multi_remove_handle(multi, t->easy);
+	wi_pacing_removed(t->pacing, t->probe, http_version(t));
+	t->probe = false;
+	wi_pacing_added(t->pacing, false);	/* (counted under its first origin) */
 	free(t->body);
 	t->body = NULL;
 	t->body_len = 0;
@@ -508,6 +671,24 @@ next_hop(Transfer *t)
 	return true;
 }
 
+/*
+ * A fetch that timed out before it had a connection to send its request on
+ * (waiting for one inside libcurl) gets libcurl's message for whatever it
+ * was at ("Failed to resolve host ... after 0 ms"): say what happened.
+ */
+static void
+explain_no_connection(Transfer *t)
+{
+	double		pretransfer = 0;
+
+	if (t->result != CURLE_OPERATION_TIMEDOUT || t->sockets_opened > 0)
+		return;
+	curl_easy_getinfo(t->easy, CURLINFO_PRETRANSFER_TIME, &pretransfer);
+	if (pretransfer == 0)
+		snprintf(t->errbuf, sizeof(t->errbuf), "Timeout was reached while waiting for a connection to %.200s",
+				 t->origin ? t->origin : "the upstream");
+}
+
 /* Finished transfers, one per call, or NULL. */
 Transfer *
 wi_http_finished(void)
@@ -515,6 +696,15 @@ wi_http_finished(void)
 	CURLMsg    *msg;
 	int			left;
 
+	if (finished_unfetched != NULL)
+	{
+		Transfer   *t = finished_unfetched;
+
+		finished_unfetched = t->next;
+		t->next = NULL;
+		in_flight--;
+		return t;
+	}
 	while ((msg = curl_multi_info_read(multi, &left)) != NULL)
 	{
 		Transfer   *t;
@@ -528,10 +718,13 @@ wi_http_finished(void)
 		curl_easy_getinfo(t->easy, CURLINFO_TOTAL_TIME, &seconds);
 		t->seconds += seconds;
 		settle_refusal(t);
+		explain_no_connection(t);
 		if (t->result == CURLE_OK && is_redirect(t->status) && next_hop(t))
 			continue;			/* on its way to the next hop */
 		read_retry_after(t);
 		curl_multi_remove_handle(multi, t->easy);
+		wi_pacing_removed(t->pacing, t->probe, http_version(t));
+		t->probe = false;
 		in_flight--;
 		return t;
 	}
@@ -555,6 +748,8 @@ wi_transfer_free(Transfer *t)
 void
 wi_http_release(Transfer *t)
 {
+	if (t->held)
+		wi_pacing_unhold(t->pacing, t);
 	if (t->easy)
 		curl_easy_cleanup(t->easy);
 	t->easy = NULL;

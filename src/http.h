@@ -14,6 +14,8 @@
 #include "net_guard.h"
 #include "source_tls.h"
 
+typedef struct WiOrigin WiOrigin;	/* h2_pacing.c */
+
 /* Redirects followed at most, per fetch. */
 #define WI_MAX_REDIRECTS	5
 
@@ -60,7 +62,13 @@ typedef struct Transfer
 	int			sockets_opened; /* connections the guard let through, this hop */
 	char		refused[WI_REFUSAL_SIZE];	/* why the guard or the redirect
 											 * policy refused; "" if not */
-	struct Transfer *next;		/* finished list */
+
+	/* pacing of https fetches (h2_pacing.c) */
+	WiOrigin   *pacing;			/* the origin's state; NULL: not paced */
+	bool		probe;			/* handed over to open a connection */
+	bool		held;			/* waiting for room, not yet in libcurl */
+	struct Transfer *held_next;
+	struct Transfer *next;		/* finished without libcurl (http.c) */
 } Transfer;
 
 extern void wi_http_init(void);

@@ -376,6 +376,9 @@ wi_claim(int max_jobs, int lease_s, MemoryContext cxt)
 	return c->claimed;
 }
 
+/* sources_generation as of the last complete read_sources (0: read again) */
+static uint64 sources_read_generation = 0;
+
 /*
  * Every source's scheduling settings, into the scheduler, if sources changed
  * since the last complete read (wi_sources_generation); claims in between
@@ -385,10 +388,9 @@ static void
 read_sources(void)
 {
 	static SPIPlanPtr plan = NULL;
-	static uint64 read_generation = 0;
 	uint64		generation = wi_sources_generation();	/* a change during the read counts again */
 
-	if (generation == read_generation)
+	if (generation == sources_read_generation)
 		return;
 	wi_sched_begin_refresh();
 	wi_source_tls_begin_refresh();
@@ -413,12 +415,13 @@ read_sources(void)
 						 DatumGetInt32(SPI_getbinval(tup, desc, 5, &isnull)),
 						 DatumGetInt32(SPI_getbinval(tup, desc, 6, &isnull)),
 						 DatumGetTimestampTz(SPI_getbinval(tup, desc, 7, &isnull)));
-		wi_source_tls_refresh(SPI_getvalue(tup, desc, 1), SPI_getvalue(tup, desc, 8), SPI_getvalue(tup, desc, 9),
+		wi_source_tls_refresh(SPI_getvalue(tup, desc, 1), DatumGetTimestampTz(SPI_getbinval(tup, desc, 7, &isnull)),
+							  SPI_getvalue(tup, desc, 8), SPI_getvalue(tup, desc, 9),
 							  SPI_getvalue(tup, desc, 10), SPI_getvalue(tup, desc, 11));
 	}
 	wi_source_tls_end_refresh();
 	wi_sched_forget_dropped();
-	read_generation = generation;	/* complete: an error above reads again next time */
+	sources_read_generation = generation;	/* complete: an error above reads again next time */
 }
 
 static Datum
@@ -508,7 +511,8 @@ claim_pass(Claim *c, WiQuota *quotas, int n)
 {
 	static const char *sql =
 		"WITH due AS ("
-		"  SELECT d.id FROM unnest($2::text[], $3::int[], $4::timestamptz[]) AS q(source, n, from_at)"
+		"  SELECT d.id, q.seen_at"
+		"    FROM unnest($2::text[], $3::int[], $4::timestamptz[], $5::timestamptz[]) AS q(source, n, from_at, seen_at)"
 		"  CROSS JOIN LATERAL ("
 		"    SELECT pj.id FROM webhook_ingest.queue pj"
 		"     WHERE pj.state = 'pending' AND pj.source = q.source COLLATE \"C\""
@@ -522,26 +526,35 @@ claim_pass(Claim *c, WiQuota *quotas, int n)
 		"  WHERE j.id = due.id AND s.name = j.source AND NOT s.paused"
 		" RETURNING j.id, j.attempts, j.source, j.external_id,"
 		"           s.url_template, s.headers, s.timeout_ms, s.max_attempts, s.handler::oid, j.created_at,"
-		"           j.next_attempt_at";
+		"           j.next_attempt_at, s.updated_at IS NOT DISTINCT FROM due.seen_at,"
+		/* a source changed since read_sources: its TLS settings of this same version */
+		"           CASE WHEN s.updated_at IS DISTINCT FROM due.seen_at THEN s.tls_ca END,"
+		"           CASE WHEN s.updated_at IS DISTINCT FROM due.seen_at THEN s.tls_client_cert END,"
+		"           CASE WHEN s.updated_at IS DISTINCT FROM due.seen_at THEN"
+		"             (SELECT k.tls_client_key FROM webhook_ingest.source_tls_keys k WHERE k.source = s.name) END,"
+		"           CASE WHEN s.updated_at IS DISTINCT FROM due.seen_at THEN s.proxy END";
 	static SPIPlanPtr plan = NULL;
 	MemoryContext cxt = c->cxt;
-	Oid			argtypes[4] = {INT4OID, TEXTARRAYOID, INT4ARRAYOID, TIMESTAMPTZARRAYOID};
-	Datum		args[4];
+	Oid			argtypes[5] = {INT4OID, TEXTARRAYOID, INT4ARRAYOID, TIMESTAMPTZARRAYOID, TIMESTAMPTZARRAYOID};
+	Datum		args[5];
 	const char **names = palloc(sizeof(char *) * n);
 	Datum	   *counts = palloc(sizeof(Datum) * n);
 	TimestampTz *froms = palloc(sizeof(TimestampTz) * n);
+	TimestampTz *seen = palloc(sizeof(TimestampTz) * n);
 
 	for (int i = 0; i < n; i++)
 	{
 		names[i] = quotas[i].source;
 		counts[i] = Int32GetDatum(quotas[i].quota);
 		froms[i] = quotas[i].from;
+		seen[i] = wi_source_tls_seen_at(quotas[i].source);
 	}
 	args[0] = Int32GetDatum(c->lease_s);
 	args[1] = text_array(names, n);
 	args[2] = PointerGetDatum(construct_array(counts, n, INT4OID, 4, true, TYPALIGN_INT));
 	args[3] = timestamptz_array(froms, n);
-	if (wi_run_replanned(&plan, sql, 4, argtypes, args, NULL) != SPI_OK_UPDATE_RETURNING)
+	args[4] = timestamptz_array(seen, n);
+	if (wi_run_replanned(&plan, sql, 5, argtypes, args, NULL) != SPI_OK_UPDATE_RETURNING)
 		elog(ERROR, "could not claim jobs");
 
 	for (uint64 i = 0; i < SPI_processed; i++)
@@ -568,7 +581,14 @@ claim_pass(Claim *c, WiQuota *quotas, int n)
 		if (isnull)
 			t->handler = InvalidOid;
 		t->created_at = DatumGetTimestampTz(SPI_getbinval(tup, desc, 10, &isnull));
-		t->conf = wi_source_tls_acquire(t->source);
+		if (DatumGetBool(SPI_getbinval(tup, desc, 12, &isnull)))
+			t->conf = wi_source_tls_acquire(t->source);
+		else
+		{
+			t->conf = wi_source_tls_of_claim(t->source, SPI_getvalue(tup, desc, 13), SPI_getvalue(tup, desc, 14),
+											 SPI_getvalue(tup, desc, 15), SPI_getvalue(tup, desc, 16));
+			sources_read_generation = 0;	/* the next claim reads them again */
+		}
 		wi_sched_claimed(t->source, DatumGetTimestampTz(SPI_getbinval(tup, desc, 11, &isnull)));
 		t->retry_after_s = -1;
 		t->throttle_s = -1;

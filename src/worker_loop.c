@@ -300,8 +300,9 @@ refill(WorkerLoop *loop)
 		t->started = GetCurrentTimestamp();
 		if (!wi_http_start(t, wi_connect_timeout_ms, &error))
 		{
-			/* Counts as a failed attempt. */
-			ereport(WARNING, (errmsg("webhook_ingest worker: %s", error)));
+			/* Counts as a failed attempt (a refused address ends the job: verdict.c). */
+			if (error != NULL)
+				ereport(WARNING, (errmsg("webhook_ingest worker: %s", error)));
 			t->result = CURLE_FAILED_INIT;
 			wi_sched_finished(t->source, false, -1, NULL);
 			loop->finished = keep(loop, loop->finished, t);

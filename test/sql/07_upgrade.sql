@@ -146,3 +146,12 @@ SELECT (SELECT count(*) FROM webhook_ingest.job_history) AS history_rows,
 SELECT outcome FROM webhook_ingest.enqueue('up', 'a', NULL, 'e1');   -- an old event id: still a duplicate
 SELECT job_id > :last_job_before AS new_id_follows, outcome FROM webhook_ingest.enqueue('up', 'z', NULL, 'e60');
 SELECT source, event_id FROM webhook_ingest.events WHERE event_id IN ('e1', 'e60') ORDER BY 2;
+
+-- ... and through 0.7.0: every source keeps its row, with no TLS settings nor
+-- proxy of its own (the system's bundle, webhook_ingest.proxy), and no key;
+-- worker_status has the connection counters
+SELECT extversion FROM pg_extension WHERE extname = 'webhook_ingest';
+SELECT name, tls_ca IS NULL AS system_bundle, tls_client_cert IS NULL AS no_client_cert, proxy IS NULL AS setting_proxy
+  FROM webhook_ingest.sources ORDER BY 1;
+SELECT count(*) AS keys FROM webhook_ingest.source_tls_keys;
+SELECT connections_opened >= 0 AND tls_connections_opened >= 0 AS counted FROM webhook_ingest.worker_status;

@@ -1,6 +1,6 @@
 # Backup and restore: pg_dump | psql into a new database of the same cluster,
 # and pg_dump -Fc | pg_restore into another.  Sources (with their headers,
-# handler and enqueue_roles), the jobs that are not done, the job id sequence,
+# handler, enqueue_roles, TLS settings and client key, proxy), the jobs that are not done, the job id sequence,
 # the event ids and the documents travel; a job that was running comes back
 # pending; a redelivered event id is still a duplicate; new job ids follow
 # the restored ones; and the restored database's worker drains its queue
@@ -18,6 +18,10 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use IPC::Run;
+
+my %tls = map { $_ => slurp_file("test/data/tls/client.$_") } qw(key);
+$tls{ca} = slurp_file('test/data/tls/ca.pem');
+$tls{cert} = slurp_file('test/data/tls/client.pem');
 
 my $node = PostgreSQL::Test::Cluster->new('dump');
 $node->init;
@@ -108,6 +112,11 @@ $node->safe_psql('src', q{
 	-- where purge_events() would resume: a page of this copy of events, it must not travel
 	UPDATE webhook_ingest.purge_position SET next_page = 5;
 });
+# A source with its CA, client certificate and key, and a proxy (no jobs).
+$node->safe_psql('src', qq{
+	SELECT webhook_ingest.add_source('secure', 'https://127.0.0.1:18443/posts/{external_id}',
+	                                 tls_ca => '$tls{ca}', tls_client_cert => '$tls{cert}',
+	                                 tls_client_key => '$tls{key}', proxy => 'http://127.0.0.1:18480')});
 
 my $state_counts = q{SELECT string_agg(state || '=' || n, ',' ORDER BY state) FROM
 	(SELECT state::text, count(*) n FROM webhook_ingest.jobs GROUP BY state) s};
@@ -125,6 +134,10 @@ my %query = (
 	                 finished_at, started_at, done_lsn
 	            FROM webhook_ingest.jobs WHERE external_id NOT IN ('run-1', 'done-1') ORDER BY id},
 	events => q{SELECT source, event_id, received_at FROM webhook_ingest.events ORDER BY 1, 2},
+	# the TLS settings, the key (superusers only) with them
+	tls => q{SELECT s.name, md5(s.tls_ca), md5(s.tls_client_cert), md5(k.tls_client_key), s.proxy
+	           FROM webhook_ingest.sources s LEFT JOIN webhook_ingest.source_tls_keys k ON k.source = s.name
+	          ORDER BY 1},
 	documents => q{SELECT source, external_id, details::text, fetched_at FROM webhook_ingest.documents ORDER BY 1, 2},
 	running_job => q{SELECT id, source, external_id, payload::text, events, created_at
 	                   FROM webhook_ingest.jobs WHERE external_id = 'run-1'},
@@ -140,10 +153,12 @@ sub check_restored
 {
 	my ($db, $how) = @_;
 
-	for my $what (qw(sources jobs events documents))
+	for my $what (qw(sources tls jobs events documents))
 	{
 		is(query($db, $query{$what}), $expected{$what}, "$how: $what equal to the source database's");
 	}
+	like($expected{tls}, qr/^secure\|[0-9a-f]{32}\|[0-9a-f]{32}\|[0-9a-f]{32}\|http/m,
+		"$how: (the TLS source has a CA, a certificate and a key to compare)");
 	like(query($db, q{SELECT headers->>'Authorization' FROM webhook_ingest.sources WHERE name = 'blog'}),
 		qr/^Bearer s3cret-token$/, "$how: the source's secret header is in the dump and restored");
 	is(query($db, $state_counts), 'cancelled=1,dead=1,pending=9',

@@ -17,6 +17,8 @@
 # Run it as the unprivileged user (test/lib.sh: wi_as_user); DIR must be
 # writable by that user.
 #
+# The binary: $NGINX, else nginx on PATH, else /usr/sbin/nginx.
+#
 # Listeners, all on $WI_TLS_HOST (default 127.0.0.1), ports from the env:
 #   WI_TLS_PORT_GOOD      18443  server.pem, ALPN h2 and http/1.1
 #   WI_TLS_PORT_EXPIRED   18444  expired.pem (h2 + http/1.1)
@@ -75,6 +77,8 @@ p_mtls=${WI_TLS_PORT_MTLS:-18446}
 p_h1=${WI_TLS_PORT_H1:-18447}
 p_plain=${WI_TLS_PORT_PLAIN:-18448}
 ports="$p_good $p_expired $p_wrong $p_mtls $p_h1 $p_plain"
+# $NGINX, else nginx on PATH, else Debian's /usr/sbin/nginx (not on a user's PATH)
+nginx=${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
 
 running() {
 	local pid
@@ -203,7 +207,7 @@ location / {
 	return 404 '{"error": "no such route"}';
 }
 CONF
-	if ! nginx -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" 2>>"$dir/error.log"; then
+	if ! "$nginx" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" 2>>"$dir/error.log"; then
 		echo "nginx.sh: nginx did not start:" >&2
 		cat "$dir/error.log" >&2
 		exit 1
