@@ -52,7 +52,7 @@
 #   for the server's lifetime, so distinct values of field 1 for a port =
 #   connections opened to it; $ssl_protocol "-" on the plain port;
 #   $ssl_session_reused "r" on a connection that resumed a TLS session, "."
-#   otherwise, empty (so the line ends in a space) on the plain port.  A
+#   otherwise, "-" on the plain port.  A
 #   handshake that fails (expired, wrong host, untrusted CA on the client
 #   side) logs nothing.  On the mTLS port a missing or untrusted client
 #   certificate does NOT fail the handshake: nginx answers 400 ("No required
