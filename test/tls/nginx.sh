@@ -4,6 +4,7 @@
 #
 #   nginx.sh start DIR [--delay-ms N] [--workers N] [--streams N]
 #                      [--log-buffer SIZE | --no-access-log] [--certs CERTDIR]
+#                      [--keepalive-requests N]
 #   nginx.sh stop DIR
 #
 # start: runs test/tls/make_certs.sh CERTDIR (default DIR; idempotent), writes
@@ -39,16 +40,19 @@
 #   anything else    404 {"error": "no such route"}
 #
 # Options: --delay-ms N (default 0); --workers N (worker_processes, default 1);
-# --streams N (http2_max_concurrent_streams, default 128).  keepalive_requests
-# 100000, keepalive_timeout 75s; worker_connections up to 8192.
+# --streams N (http2_max_concurrent_streams, default 128); --keepalive-requests
+# N (requests per connection before nginx closes it, HTTP/1.1 and HTTP/2,
+# default 100000).  keepalive_timeout 75s; worker_connections up to 8192.
 #
 # DIR/access.log, one line per request, fields separated by one space:
 #   $connection $connection_requests $server_port $server_protocol
-#   $ssl_protocol $status $request_uri $request_time $msec
-#   e.g. "3 17 18443 HTTP/2.0 TLSv1.3 200 /posts/1 0.000 1764619200.123"
+#   $ssl_protocol $status $request_uri $request_time $msec $ssl_session_reused
+#   e.g. "3 17 18443 HTTP/2.0 TLSv1.3 200 /posts/1 0.000 1764619200.123 ."
 #   ($connection: nginx's connection serial number, unique across workers
 #   for the server's lifetime, so distinct values of field 1 for a port =
-#   connections opened to it; $ssl_protocol "-" on the plain port.  A
+#   connections opened to it; $ssl_protocol "-" on the plain port;
+#   $ssl_session_reused "r" on a connection that resumed a TLS session, "."
+#   otherwise, "-" on the plain port.  A
 #   handshake that fails (expired, wrong host, untrusted CA on the client
 #   side) logs nothing.  On the mTLS port a missing or untrusted client
 #   certificate does NOT fail the handshake: nginx answers 400 ("No required
@@ -98,12 +102,13 @@ stop() {
 }
 
 start() {
-	local delay=0 workers=1 streams=128 log=on certs=$dir nofile conns
+	local delay=0 workers=1 streams=128 log=on certs=$dir nofile conns keepalive=100000
 	while [ $# -gt 0 ]; do
 		case $1 in
 		--delay-ms) delay=$2; shift 2 ;;
 		--workers) workers=$2; shift 2 ;;
 		--streams) streams=$2; shift 2 ;;
+		--keepalive-requests) keepalive=$2; shift 2 ;;
 		--log-buffer) log="buffer=$2 flush=1s"; shift 2 ;;
 		--no-access-log) log=off; shift ;;
 		--certs) certs=$(cd "$2" && pwd); shift 2 ;;
@@ -149,10 +154,10 @@ http {
 	fastcgi_temp_path $dir/tmp/fastcgi;
 	uwsgi_temp_path $dir/tmp/uwsgi;
 	scgi_temp_path $dir/tmp/scgi;
-	log_format wi '\$connection \$connection_requests \$server_port \$server_protocol \$ssl_protocol \$status \$request_uri \$request_time \$msec';
+	log_format wi '\$connection \$connection_requests \$server_port \$server_protocol \$ssl_protocol \$status \$request_uri \$request_time \$msec \$ssl_session_reused';
 	$access
 	server_tokens off;
-	keepalive_requests 100000;
+	keepalive_requests $keepalive;
 	keepalive_timeout 75s;
 	http2_max_concurrent_streams $streams;
 	ssl_protocols TLSv1.2 TLSv1.3;
