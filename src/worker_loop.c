@@ -305,7 +305,10 @@ refill(WorkerLoop *loop)
 		{
 			/* Counts as a failed attempt (a refused address ends the job: verdict.c). */
 			if (error != NULL)
-				ereport(WARNING, (errmsg("webhook_ingest worker: %s", error)));
+				ereport(WARNING,
+						(errcode(ERRCODE_SYSTEM_ERROR),
+						 errmsg("webhook_ingest worker: could not start fetching job %lld: %s",
+								(long long) t->job_id, error)));
 			t->result = CURLE_FAILED_INIT;
 			wi_sched_finished(t->source, false, -1, NULL);
 			loop->finished = keep(loop, loop->finished, t);
@@ -553,7 +556,8 @@ wi_loop_recover(WorkerLoop *loop)
 		if (i++ < loop->completing && ++t->errors >= WI_MAX_COMPLETION_ERRORS)
 		{
 			ereport(WARNING,
-					(errmsg("webhook_ingest worker: giving up completing job %lld after %d errors",
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("webhook_ingest worker: giving up completing job %lld after %d errors",
 							(long long) t->job_id, t->errors),
 					 errdetail("The lease check takes the job back once its lease has expired.")));
 			abandon(loop, t);
