@@ -22,25 +22,16 @@ use Cwd qw(getcwd);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use lib 'test/t';
+use TlsUpstream;
 
 my $top = getcwd();
 my $base = $ENV{WI_TLS_TAP_PORT_BASE} // 18451;
-my %port = (good => $base, expired => $base + 1, wrong => $base + 2, mtls => $base + 3,
-	h1 => $base + 4, plain => $base + 5);
+my %port = TlsUpstream::ports($base);
 my $tls = PostgreSQL::Test::Utils::tempdir('tls');
 my $nginx_up = 0;
 
-sub nginx
-{
-	my ($cmd, @opts) = @_;
-	local $ENV{WI_TLS_PORT_GOOD} = $port{good};
-	local $ENV{WI_TLS_PORT_EXPIRED} = $port{expired};
-	local $ENV{WI_TLS_PORT_WRONGHOST} = $port{wrong};
-	local $ENV{WI_TLS_PORT_MTLS} = $port{mtls};
-	local $ENV{WI_TLS_PORT_H1} = $port{h1};
-	local $ENV{WI_TLS_PORT_PLAIN} = $port{plain};
-	return system("$top/test/tls/nginx.sh", $cmd, $tls, @opts) == 0;
-}
+sub nginx { return TlsUpstream::nginx($tls, \%port, @_); }
 
 END
 {
@@ -56,21 +47,7 @@ my %pem = map { $_ => slurp_file("$tls/$_") }
 sub lit { my $s = shift; $s =~ s/'/''/g; return "'$s'"; }
 
 # The access log: [connection, requests on it, port, protocol, ssl protocol, status, uri]
-sub requests
-{
-	my ($uri_re) = @_;
-	my @r;
-	open my $fh, '<', "$tls/access.log" or return ();
-	while (<$fh>)
-	{
-		my @f = split ' ';
-		push @r, { conn => $f[0], nreq => $f[1], port => $f[2], proto => $f[3], ssl => $f[4],
-			status => $f[5], uri => $f[6] }
-		  if $f[6] =~ $uri_re;
-	}
-	close $fh;
-	return @r;
-}
+sub requests { return TlsUpstream::requests($tls, @_); }
 
 my $node = PostgreSQL::Test::Cluster->new('tls');
 $node->init;

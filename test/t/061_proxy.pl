@@ -22,6 +22,8 @@ use IO::Socket::INET;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use lib 'test/t';
+use TlsUpstream;
 use Time::HiRes qw(usleep);
 
 my $top = getcwd();
@@ -33,17 +35,7 @@ my $tls = "$dir/nginx";
 my $nginx_up = 0;
 my @children;
 
-sub nginx
-{
-	my ($cmd, @opts) = @_;
-	local $ENV{WI_TLS_PORT_GOOD} = $port{good};
-	local $ENV{WI_TLS_PORT_EXPIRED} = $base + 1;
-	local $ENV{WI_TLS_PORT_WRONGHOST} = $base + 2;
-	local $ENV{WI_TLS_PORT_MTLS} = $base + 3;
-	local $ENV{WI_TLS_PORT_H1} = $base + 4;
-	local $ENV{WI_TLS_PORT_PLAIN} = $port{plain};
-	return system("$top/test/tls/nginx.sh", $cmd, $tls, @opts) == 0;
-}
+sub nginx { return TlsUpstream::nginx($tls, { TlsUpstream::ports($base), good => $port{good}, plain => $port{plain} }, @_); }
 
 END
 {
@@ -98,17 +90,7 @@ sub lines
 }
 
 # nginx's access log: [connection, requests on it, port, protocol, ssl, status, uri]
-sub requests
-{
-	my ($uri_re) = @_;
-	my @r;
-	for (split /\n/, (-e "$tls/access.log" ? slurp_file("$tls/access.log") : ''))
-	{
-		my @f = split ' ';
-		push @r, { conn => $f[0], nreq => $f[1], port => $f[2], status => $f[5], uri => $f[6] } if $f[6] =~ $uri_re;
-	}
-	return @r;
-}
+sub requests { return TlsUpstream::requests($tls, @_); }
 # One HTTP/1.1 request (target: a path, or an absolute URL for a proxy); the whole answer.
 sub http_get
 {

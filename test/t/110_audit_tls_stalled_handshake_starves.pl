@@ -15,25 +15,16 @@ use Time::HiRes qw(time);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use lib 'test/t';
+use TlsUpstream;
 
 my $top = getcwd();
 my $base = $ENV{WI_AUDIT15_TLS_PORT_BASE} // 18481;
-my %port = (good => $base, expired => $base + 1, wrong => $base + 2, mtls => $base + 3,
-	h1 => $base + 4, plain => $base + 5);
+my %port = TlsUpstream::ports($base);
 my $stall_port = $base + 9;
 my $tls = PostgreSQL::Test::Utils::tempdir('tls');
 my $nginx_up = 0;
-sub nginx
-{
-	my ($cmd, @opts) = @_;
-	local $ENV{WI_TLS_PORT_GOOD} = $port{good};
-	local $ENV{WI_TLS_PORT_EXPIRED} = $port{expired};
-	local $ENV{WI_TLS_PORT_WRONGHOST} = $port{wrong};
-	local $ENV{WI_TLS_PORT_MTLS} = $port{mtls};
-	local $ENV{WI_TLS_PORT_H1} = $port{h1};
-	local $ENV{WI_TLS_PORT_PLAIN} = $port{plain};
-	return system("$top/test/tls/nginx.sh", $cmd, $tls, @opts) == 0;
-}
+sub nginx { return TlsUpstream::nginx($tls, \%port, @_); }
 
 # The stalled upstream: accepts connections and never writes a byte.
 my $listener = IO::Socket::INET->new(LocalAddr => "127.0.0.1:$stall_port", Listen => 1024, ReuseAddr => 1)

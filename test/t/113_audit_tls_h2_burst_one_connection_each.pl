@@ -13,24 +13,15 @@ use Cwd qw(getcwd);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use lib 'test/t';
+use TlsUpstream;
 
 my $top = getcwd();
 my $base = $ENV{WI_AUDIT15_TLS_PORT_BASE3} // 18501;
-my %port = (good => $base, expired => $base + 1, wrong => $base + 2, mtls => $base + 3,
-	h1 => $base + 4, plain => $base + 5);
+my %port = TlsUpstream::ports($base);
 my $tls = PostgreSQL::Test::Utils::tempdir('tls');
 my $nginx_up = 0;
-sub nginx
-{
-	my ($cmd, @opts) = @_;
-	local $ENV{WI_TLS_PORT_GOOD} = $port{good};
-	local $ENV{WI_TLS_PORT_EXPIRED} = $port{expired};
-	local $ENV{WI_TLS_PORT_WRONGHOST} = $port{wrong};
-	local $ENV{WI_TLS_PORT_MTLS} = $port{mtls};
-	local $ENV{WI_TLS_PORT_H1} = $port{h1};
-	local $ENV{WI_TLS_PORT_PLAIN} = $port{plain};
-	return system("$top/test/tls/nginx.sh", $cmd, $tls, @opts) == 0;
-}
+sub nginx { return TlsUpstream::nginx($tls, \%port, @_); }
 END { nginx('stop') if $nginx_up; }
 # 2 s per answer: the 400 fetches are in flight together.
 nginx('start', '--delay-ms', '2000') or BAIL_OUT('nginx did not start (test/tls/nginx.sh)');
