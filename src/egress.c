@@ -22,6 +22,7 @@
 #include <curl/curl.h>
 
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 
@@ -96,6 +97,9 @@ webhook_ingest_check_proxy(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
+/* A bad proxy in the configuration file at start: the server does not start. */
+static char *invalid_proxy = NULL;
+
 static bool
 check_proxy_setting(char **newval, void **extra, GucSource source)
 {
@@ -104,6 +108,8 @@ check_proxy_setting(char **newval, void **extra, GucSource source)
 	if (proxy_usable(*newval, &why))
 		return true;
 	GUC_check_errdetail("It cannot be used as a proxy: %s.", why);
+	if (source == PGC_S_FILE && process_shared_preload_libraries_in_progress && invalid_proxy == NULL)
+		invalid_proxy = strdup(*newval);
 	return false;
 }
 
@@ -138,4 +144,16 @@ wi_egress_define_gucs(void)
 							   "",
 							   PGC_SIGHUP, 0,
 							   NULL, NULL, NULL);
+	/*
+	 * Started with the default instead, the worker would fetch directly, past
+	 * the proxy meant as the egress barrier.  (On a reload PostgreSQL keeps
+	 * the previous value.)
+	 */
+	if (invalid_proxy != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid value for parameter \"webhook_ingest.proxy\": \"%s\"",
+						wi_clip(invalid_proxy, (int) strlen(invalid_proxy))),
+				 errdetail("A proxy that cannot be used would leave the worker fetching directly; the server does not start."),
+				 errhint("Correct it in postgresql.conf (or postgresql.auto.conf); the warning above says what is wrong.")));
 }

@@ -42,5 +42,32 @@ like(slurp_file($node->logfile, $offset), qr/DETAIL:  "127\.0\.0\.4\/40" is not 
 is($node->safe_psql('postgres', 'SHOW webhook_ingest.denied_networks'), '127.0.0.3/32',
 	'and the previous list stays in force');
 
+# webhook_ingest.proxy: a proxy the worker cannot use would leave the server
+# fetching directly, past the proxy the operator meant as the egress barrier:
+# the server does not start; on a reload the previous proxy stays.
+$node->stop;
+$node->append_conf('postgresql.conf', qq{
+webhook_ingest.denied_networks = '127.0.0.3/32'
+webhook_ingest.proxy = 'ftp://127.0.0.1:3128'
+});
+$offset = -s $node->logfile;
+$started = $node->start(fail_ok => 1);
+ok(!$started, 'the server does not start with a proxy it cannot use');
+like(slurp_file($node->logfile, $offset), qr/FATAL:  invalid value for parameter "webhook_ingest\.proxy"/,
+	'the log names the setting');
+$node->append_conf('postgresql.conf', qq{
+webhook_ingest.proxy = 'http://127.0.0.1:3128'
+});
+$node->start;
+is($node->safe_psql('postgres', 'SHOW webhook_ingest.proxy'), 'http://127.0.0.1:3128', 'a good proxy is taken at start');
+$offset = -s $node->logfile;
+$node->append_conf('postgresql.conf', qq{
+webhook_ingest.proxy = 'http://user:pw\@127.0.0.1:3128'
+});
+$node->reload;
+$node->wait_for_log(qr/invalid value for parameter "webhook_ingest\.proxy"/, $offset);
+is($node->safe_psql('postgres', 'SHOW webhook_ingest.proxy'), 'http://127.0.0.1:3128',
+	'a bad proxy on reload is refused and the previous one stays in force');
+
 $node->stop;
 done_testing();
