@@ -26,7 +26,7 @@ COMMENT ON COLUMN webhook_ingest.sources.tls_ca IS
 COMMENT ON COLUMN webhook_ingest.sources.tls_client_cert IS
     'PEM client certificate (and its chain) presented to the upstream; its key is in source_tls_keys; NULL: none';
 COMMENT ON COLUMN webhook_ingest.sources.proxy IS
-    'http(s) proxy for this source''s fetches (http://host:port); empty: none; NULL: webhook_ingest.proxy';
+    'http(s) proxy for this source''s fetches (http://host:port); empty: none; NULL: webhook_ingest.proxy; set by superusers only';
 
 CREATE FUNCTION webhook_ingest._check_tls_ca(tls_ca text) RETURNS void
 AS 'MODULE_PATHNAME', 'webhook_ingest_check_tls_ca'
@@ -120,6 +120,14 @@ BEGIN
     END IF;
     IF TG_OP = 'INSERT' OR NEW.proxy IS DISTINCT FROM OLD.proxy THEN
         PERFORM webhook_ingest._check_proxy(NEW.proxy);
+        -- A source's own proxy (or '' for none) goes around webhook_ingest.proxy, the superuser's
+        -- egress policy: only a superuser sets one; anyone who may write sources can clear it.
+        IF NEW.proxy IS NOT NULL AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user) THEN
+            RAISE EXCEPTION 'permission denied to set the proxy of source "%"', webhook_ingest._clip(NEW.name)
+                USING ERRCODE = 'insufficient_privilege',
+                      DETAIL = 'A source''s proxy overrides webhook_ingest.proxy, which only a superuser sets.',
+                      HINT = 'Ask a superuser to set it, or leave it NULL to use webhook_ingest.proxy.';
+        END IF;
     END IF;
     -- (its key is checked with it by _set_tls_client: a restore loads the key after the source)
     IF TG_OP = 'INSERT' OR NEW.tls_client_cert IS DISTINCT FROM OLD.tls_client_cert THEN

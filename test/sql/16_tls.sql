@@ -89,7 +89,13 @@ SELECT * FROM webhook_ingest.source_tls_keys;
 UPDATE webhook_ingest.sources SET tls_client_cert = :'cert' WHERE name = 't2';
 UPDATE webhook_ingest.sources SET tls_ca = 'nope' WHERE name = 't2';
 UPDATE webhook_ingest.sources SET proxy = 'gopher://x:1' WHERE name = 't2';
-UPDATE webhook_ingest.sources SET tls_ca = :'ca', proxy = 'https://127.0.0.1:3129' WHERE name = 't2';
+-- a source's own proxy goes around webhook_ingest.proxy: a superuser's to set, anyone's to clear
+UPDATE webhook_ingest.sources SET proxy = 'https://127.0.0.1:3129' WHERE name = 't2';
+UPDATE webhook_ingest.sources SET proxy = '' WHERE name = 't1';
+SELECT webhook_ingest.add_source('t3', 'https://127.0.0.1:9/x/{external_id}', proxy => '');
+SELECT webhook_ingest.alter_source('t2', proxy => 'http://127.0.0.1:3130');
+UPDATE webhook_ingest.sources SET tls_ca = :'ca', proxy = NULL WHERE name = 't2';
+SELECT name, proxy IS NULL AS setting_proxy FROM webhook_ingest.sources WHERE name = 't2';
 SELECT webhook_ingest.alter_source('t2', tls_client_cert => :'cert', tls_client_key => :'key');
 SELECT * FROM webhook_ingest.source_tls_keys;
 SELECT webhook_ingest._set_tls_client('t2', NULL, NULL);
