@@ -17,7 +17,9 @@
 
 #include "access/htup_details.h"
 #include "access/xact.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_database.h"
+#include "catalog/pg_extension.h"
 #include "commands/dbcommands.h"
 #include "commands/extension.h"
 #include "commands/defrem.h"
@@ -227,6 +229,37 @@ template_of(CreatedbStmt *stmt)
 	return "template1";
 }
 
+#if PG_VERSION_NUM >= 160000
+#define wi_database_ownercheck(db, role) object_ownercheck(DatabaseRelationId, (db), (role))
+#define wi_extension_ownercheck(ext, role) object_ownercheck(ExtensionRelationId, (ext), (role))
+#else
+#define wi_database_ownercheck(db, role) pg_database_ownercheck((db), (role))
+#define wi_extension_ownercheck(ext, role) pg_extension_ownercheck((ext), (role))
+#endif
+
+#if PG_VERSION_NUM < 140000
+/*
+ * have_createdb_privilege() is static in 13's dbcommands.c: the same check,
+ * superuser or pg_authid.rolcreatedb of the current user.
+ */
+static bool
+have_createdb_privilege(void)
+{
+	HeapTuple	utup;
+	bool		result = false;
+
+	if (superuser())
+		return true;
+	utup = SearchSysCache1(AUTHOID, ObjectIdGetDatum(GetUserId()));
+	if (HeapTupleIsValid(utup))
+	{
+		result = ((Form_pg_authid) GETSTRUCT(utup))->rolcreatedb;
+		ReleaseSysCache(utup);
+	}
+	return result;
+}
+#endif
+
 /*
  * Would the command pass its own privilege check?  Only then is a worker
  * stopped for it: otherwise any role could stop any database's worker by
@@ -240,7 +273,7 @@ may_run(Node *parsetree, Oid database)
 	{
 		case T_DropdbStmt:
 		case T_RenameStmt:
-			return pg_database_ownercheck(database, GetUserId());
+			return wi_database_ownercheck(database, GetUserId());
 		case T_CreatedbStmt:
 			{
 				HeapTuple	tup;
@@ -254,13 +287,13 @@ may_run(Node *parsetree, Oid database)
 					is_template = ((Form_pg_database) GETSTRUCT(tup))->datistemplate;
 					ReleaseSysCache(tup);
 				}
-				return is_template || pg_database_ownercheck(database, GetUserId());
+				return is_template || wi_database_ownercheck(database, GetUserId());
 			}
 		case T_DropStmt:
 			{
 				Oid			ext = get_extension_oid(WI_EXTENSION_NAME, true);
 
-				return OidIsValid(ext) && pg_extension_ownercheck(ext, GetUserId());
+				return OidIsValid(ext) && wi_extension_ownercheck(ext, GetUserId());
 			}
 		default:
 			return false;
@@ -323,19 +356,32 @@ wake_after(Node *parsetree)
 }
 
 static void
+#if PG_VERSION_NUM >= 140000
 wi_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 				   ProcessUtilityContext context, ParamListInfo params,
 				   QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
+#else
+wi_process_utility(PlannedStmt *pstmt, const char *queryString,
+				   ProcessUtilityContext context, ParamListInfo params,
+				   QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
+#endif
 {
 	Node	   *parsetree = pstmt->utilityStmt;
 	Oid			stop = database_to_stop(parsetree);
 
 	if (OidIsValid(stop) && may_run(parsetree, stop))
 		stop_worker_of(stop);
+#if PG_VERSION_NUM >= 140000
 	if (prev_process_utility)
 		prev_process_utility(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
 	else
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
+#else
+	if (prev_process_utility)
+		prev_process_utility(pstmt, queryString, context, params, queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, context, params, queryEnv, dest, qc);
+#endif
 	wake_after(parsetree);
 }
 

@@ -81,6 +81,8 @@ extern void wi_shmem_jobs_finished(const int64 *job_ids, int n);
 extern void wi_shmem_all_jobs_finished(void);
 
 /* stats.c */
+struct FunctionCallInfoBaseData;
+extern void wi_init_srf(struct FunctionCallInfoBaseData *fcinfo);
 extern Size wi_stats_shmem_size(void);
 extern void wi_stats_shmem_request(void);
 extern void wi_stats_shmem_startup(void);

@@ -88,7 +88,11 @@ completion_batch_size(void)
 #else
 	TransactionId horizon = GetOldestXmin(NULL, PROCARRAY_FLAGS_DEFAULT);
 #endif
+#if PG_VERSION_NUM >= 140000
 	TransactionId next = ReadNextTransactionId();
+#else
+	TransactionId next = XidFromFullTransactionId(ReadNextFullTransactionId());
+#endif
 
 	if (TransactionIdIsNormal(horizon) && (int32) (next - horizon) > WI_OLD_SNAPSHOT_XIDS)
 		return WI_COMPLETE_BATCH_SAFE;
