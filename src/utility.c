@@ -171,7 +171,8 @@ wait_for_proc_exit(pid_t pid, TimestampTz deadline)
 {
 	while (pid != 0 && BackendPidGetProc(pid) != NULL && GetCurrentTimestamp() < deadline)
 	{
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 2, PG_WAIT_EXTENSION);
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 2,
+						 wi_wait_event(WI_WAIT_STOP_WORKER));
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
@@ -183,6 +184,8 @@ stop_worker_of(Oid database)
 {
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), WI_STOP_WAIT_MS);
 	pid_t		pid = 0;
+	/* Registered (17+) before the sleep is prepared: it may take a lock. */
+	uint32		wait_event = wi_wait_event(WI_WAIT_STOP_WORKER);
 
 	block(database);
 	ConditionVariablePrepareToSleep(&wi_shared->slot_changed);
@@ -196,7 +199,7 @@ stop_worker_of(Oid database)
 							database, WI_STOP_WAIT_MS)));
 			break;
 		}
-		(void) ConditionVariableTimedSleep(&wi_shared->slot_changed, 100, PG_WAIT_EXTENSION);
+		(void) ConditionVariableTimedSleep(&wi_shared->slot_changed, 100, wait_event);
 		CHECK_FOR_INTERRUPTS();
 	}
 	ConditionVariableCancelSleep();

@@ -487,7 +487,8 @@ wait_for_events(WorkerLoop *loop)
 		timeout = Min(timeout, sched_ms);
 	if (loop->deferred != NIL)
 		timeout = Min(timeout, Max(wi_lock_timeout_ms, 1));
-	nevents = WaitEventSetWait(loop->wait_set, timeout, events, lengthof(events), PG_WAIT_EXTENSION);
+	nevents = WaitEventSetWait(loop->wait_set, timeout, events, lengthof(events),
+							   wi_wait_event(WI_WAIT_WORKER_MAIN));
 	for (int i = 0; i < nevents; i++)
 	{
 		if (events[i].events & WL_LATCH_SET)
