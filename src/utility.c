@@ -240,13 +240,16 @@ template_of(CreatedbStmt *stmt)
 #define wi_extension_ownercheck(ext, role) pg_extension_ownercheck((ext), (role))
 #endif
 
-#if PG_VERSION_NUM < 140000
+#if PG_VERSION_NUM >= 150000
+#define wi_have_createdb_privilege() have_createdb_privilege()
+#else
 /*
- * have_createdb_privilege() is static in 13's dbcommands.c: the same check,
- * superuser or pg_authid.rolcreatedb of the current user.
+ * have_createdb_privilege() is static in 13's dbcommands.c (and 14 is not
+ * checked here): the same check, superuser or pg_authid.rolcreatedb of the
+ * current user.
  */
 static bool
-have_createdb_privilege(void)
+wi_have_createdb_privilege(void)
 {
 	HeapTuple	utup;
 	bool		result = false;
@@ -282,7 +285,7 @@ may_run(Node *parsetree, Oid database)
 				HeapTuple	tup;
 				bool		is_template = false;
 
-				if (!have_createdb_privilege())
+				if (!wi_have_createdb_privilege())
 					return false;
 				tup = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(database));
 				if (HeapTupleIsValid(tup))
