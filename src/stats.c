@@ -263,16 +263,14 @@ of_this_database(Oid database)
 	return database == MyDatabaseId || database == InvalidOid;
 }
 
+#if PG_VERSION_NUM < 150000
 /*
- * Set up a materialized set-returning call: InitMaterializedSRF(fcinfo, 0)
- * from 15 on, by hand (what it does) before.
+ * Set up a materialized set-returning call by hand, what InitMaterializedSRF
+ * (fcinfo, 0) does from 15 on (wi_init_srf is that call there: webhook_ingest.h).
  */
 void
 wi_init_srf(FunctionCallInfo fcinfo)
 {
-#if PG_VERSION_NUM >= 150000
-	InitMaterializedSRF(fcinfo, 0);
-#else
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	TupleDesc	desc;
 	MemoryContext old;
@@ -293,8 +291,8 @@ wi_init_srf(FunctionCallInfo fcinfo)
 	rsinfo->setResult = tuplestore_begin_heap((rsinfo->allowedModes & SFRM_Materialize_Random) != 0,
 											  false, work_mem);
 	MemoryContextSwitchTo(old);
-#endif
 }
+#endif
 
 static int
 minutes_arg(FunctionCallInfo fcinfo, int most)

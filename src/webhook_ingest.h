@@ -100,8 +100,12 @@ extern uint32 wi_wait_event(WiWaitEvent event);
 #endif
 
 /* stats.c */
+#if PG_VERSION_NUM >= 150000
+#define wi_init_srf(fcinfo) InitMaterializedSRF((fcinfo), 0)
+#else
 struct FunctionCallInfoBaseData;
 extern void wi_init_srf(struct FunctionCallInfoBaseData *fcinfo);
+#endif
 extern Size wi_stats_shmem_size(void);
 extern void wi_stats_shmem_request(void);
 extern void wi_stats_shmem_startup(void);
