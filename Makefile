@@ -10,6 +10,9 @@
 #                     (default 600); not part of make test
 #   make deb          (as root on Debian 12) the Debian package,
 #                     build/deb/postgresql-15-webhook-ingest_$(EXTVERSION)_*.deb
+#   make check-majors (as root on Debian 12) compile every src/*.c with -Werror
+#                     against the headers of 13, 15, 17 and 18 (test/majors/check);
+#                     not part of make test
 #   make deb-test     the package's test (test/deb/run; WI_DEB_INSTALL=1 also
 #                     installs it in a private mount namespace); not part of make test
 
@@ -113,7 +116,7 @@ header-check:
 	done; [ $$bad -eq 0 ] && echo "header-check: every src/ file has its header ... ok"
 
 # One suite at a time, so test/run can count and report each.
-.PHONY: version-check header-check deb deb-test unit-suite fuzz-replay-suite regress-suite isolation-suite tap-suite worker-suite examples-suite test demo bench-enqueue fuzz
+.PHONY: version-check header-check check-majors majors-flags deb deb-test unit-suite fuzz-replay-suite regress-suite isolation-suite tap-suite worker-suite examples-suite test demo bench-enqueue fuzz
 # Pure functions on their own (test/unit), built against the server's headers.
 unit-suite: header-check
 	$(CC) $(CFLAGS) $(CPPFLAGS) -o test/unit/redirect_test test/unit/redirect_test.c src/redirect.c \
@@ -172,6 +175,16 @@ deb:
 
 deb-test:
 	bash test/deb/run
+
+# Every src/*.c compiled against each major's headers (test/majors/check).
+check-majors:
+	bash test/majors/check
+# The flags test/majors/check compiles with: this build's, less the
+# installed server's include directories.
+majors-flags:
+	@echo 'CC=$(CC)'
+	@echo 'CFLAGS=$(CFLAGS) $(CFLAGS_SL)'
+	@echo 'CPPFLAGS=$(filter-out -I$(includedir_server) -I$(includedir_internal),$(CPPFLAGS))'
 
 # libFuzzer, FUZZ_SECONDS (600) per target: test/fuzz/README.md.  Not part of make test.
 fuzz:

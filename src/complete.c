@@ -45,6 +45,11 @@
 #include "utils/memutils.h"
 #include "utils/pg_lsn.h"
 
+/* pg_lsn's type OID: LSNOID before 14. */
+#if PG_VERSION_NUM < 140000
+#define PG_LSNOID LSNOID
+#endif
+
 #include "webhook_ingest.h"
 #include "crash_guard.h"
 #include "handler_call.h"

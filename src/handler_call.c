@@ -33,6 +33,7 @@
 #include "utils/regproc.h"
 #include "utils/syscache.h"
 #include "utils/timeout.h"
+#include "utils/timestamp.h"
 
 #include "webhook_ingest.h"
 #include "handler_call.h"
@@ -112,7 +113,11 @@ handler_owner(Oid handler)
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("the owner of handler %s no longer exists", format_procedure(handler))));
 	}
+#if PG_VERSION_NUM >= 160000
+	if (object_aclcheck(ProcedureRelationId, handler, owner, ACL_EXECUTE) != ACLCHECK_OK)
+#else
 	if (pg_proc_aclcheck(handler, owner, ACL_EXECUTE) != ACLCHECK_OK)
+#endif
 	{
 		refused = true;
 		ereport(ERROR,

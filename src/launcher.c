@@ -526,7 +526,8 @@ tend_databases(void)
 static void
 wait_for_news(long timeout_ms)
 {
-	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, timeout_ms, PG_WAIT_EXTENSION);
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, timeout_ms,
+					 wi_wait_event(WI_WAIT_LAUNCHER_MAIN));
 	ResetLatch(MyLatch);
 	CHECK_FOR_INTERRUPTS();
 	if (ShutdownRequestPending)

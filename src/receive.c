@@ -123,7 +123,11 @@ parse_body(text *body)
 	JsonParseErrorType error;
 
 	/* With the escapes decoded, as jsonb_in will: \u0000 is refused here too. */
+#if PG_VERSION_NUM >= 170000
+	lex = makeJsonLexContextCstringLen(NULL, json, len, GetDatabaseEncoding(), true);
+#else
 	lex = makeJsonLexContextCstringLen(json, len, GetDatabaseEncoding(), true);
+#endif
 	error = pg_parse_json(lex, &nullSemAction);
 	if (error != JSON_SUCCESS)
 	{

@@ -318,7 +318,7 @@ webhook_ingest_worker_status_all(PG_FUNCTION_ARGS)
 	int			ncapped;
 	int			n = 0;
 
-	InitMaterializedSRF(fcinfo, 0);
+	wi_init_srf(fcinfo);
 	copies = palloc(sizeof(WiSlot) * wi_shared->nslots);
 	SpinLockAcquire(&wi_shared->mutex);
 	for (int i = 0; i < wi_shared->nslots; i++)
@@ -491,7 +491,7 @@ webhook_ingest_scheduler_state(PG_FUNCTION_ARGS)
 	WiSlot	   *copy = palloc(sizeof(WiSlot));
 	TimestampTz now = GetCurrentTimestamp();
 
-	InitMaterializedSRF(fcinfo, 0);
+	wi_init_srf(fcinfo);
 	copy_own_slot(copy);
 	for (int i = 0; i < copy->nshown; i++)
 	{

@@ -32,6 +32,7 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/timestamp.h"
 #include "storage/lmgr.h"
 
 #include "webhook_ingest.h"

@@ -263,30 +263,36 @@ of_this_database(Oid database)
 	return database == MyDatabaseId || database == InvalidOid;
 }
 
-/* Set up a materialized set-returning call (InitMaterializedSRF from 15 on). */
-static void
-init_srf(FunctionCallInfo fcinfo)
+#if PG_VERSION_NUM < 150000
+/*
+ * Set up a materialized set-returning call by hand, what InitMaterializedSRF
+ * (fcinfo, 0) does from 15 on (wi_init_srf is that call there: webhook_ingest.h).
+ */
+void
+wi_init_srf(FunctionCallInfo fcinfo)
 {
-#if PG_VERSION_NUM >= 150000
-	InitMaterializedSRF(fcinfo, 0);
-#else
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	TupleDesc	desc;
 	MemoryContext old;
 
-	if (rsinfo == NULL || !IsA(rsinfo, ReturnSetInfo) || !(rsinfo->allowedModes & SFRM_Materialize))
+	if (rsinfo == NULL || !IsA(rsinfo, ReturnSetInfo))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("set-valued function called in context that cannot accept a set")));
+	if (!(rsinfo->allowedModes & SFRM_Materialize))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("materialize mode required, but it is not allowed in this context")));
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
 	rsinfo->returnMode = SFRM_Materialize;
 	rsinfo->setDesc = CreateTupleDescCopy(desc);
-	rsinfo->setResult = tuplestore_begin_heap(true, false, work_mem);
+	rsinfo->setResult = tuplestore_begin_heap((rsinfo->allowedModes & SFRM_Materialize_Random) != 0,
+											  false, work_mem);
 	MemoryContextSwitchTo(old);
-#endif
 }
+#endif
 
 static int
 minutes_arg(FunctionCallInfo fcinfo, int most)
@@ -311,7 +317,7 @@ webhook_ingest_recent_counts(PG_FUNCTION_ARGS)
 	int			minutes = minutes_arg(fcinfo, COUNT_MINUTES);
 	int64		now = minute_of(GetCurrentTimestamp());
 
-	init_srf(fcinfo);
+	wi_init_srf(fcinfo);
 	LWLockAcquire(stats->lock, LW_SHARED);
 	for (int i = 0; i < STAT_SOURCES; i++)
 	{
@@ -391,7 +397,7 @@ webhook_ingest_latency(PG_FUNCTION_ARGS)
 	uint64	   *done_us = palloc(sizeof(uint64) * HIST_BUCKETS);
 	uint64	   *fetch_us = palloc(sizeof(uint64) * HIST_BUCKETS);
 
-	init_srf(fcinfo);
+	wi_init_srf(fcinfo);
 	for (int i = 0; i < STAT_SOURCES; i++)
 	{
 		SourceStats *s = &stats->sources[i];
@@ -444,7 +450,7 @@ webhook_ingest_recent_failures(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Failure    *copy = palloc(sizeof(Failure) * FAILURES);
 
-	init_srf(fcinfo);
+	wi_init_srf(fcinfo);
 	LWLockAcquire(stats->lock, LW_SHARED);
 	memcpy(copy, stats->failures, sizeof(Failure) * FAILURES);
 	LWLockRelease(stats->lock);

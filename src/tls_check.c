@@ -24,6 +24,9 @@
 
 #include "fmgr.h"
 #include "utils/builtins.h"
+#if PG_VERSION_NUM >= 160000
+#include "varatt.h"
+#endif
 
 #include "webhook_ingest.h"
 

@@ -17,7 +17,9 @@
 
 #include "access/htup_details.h"
 #include "access/xact.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_database.h"
+#include "catalog/pg_extension.h"
 #include "commands/dbcommands.h"
 #include "commands/extension.h"
 #include "commands/defrem.h"
@@ -169,7 +171,8 @@ wait_for_proc_exit(pid_t pid, TimestampTz deadline)
 {
 	while (pid != 0 && BackendPidGetProc(pid) != NULL && GetCurrentTimestamp() < deadline)
 	{
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 2, PG_WAIT_EXTENSION);
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 2,
+						 wi_wait_event(WI_WAIT_STOP_WORKER));
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
@@ -181,6 +184,8 @@ stop_worker_of(Oid database)
 {
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), WI_STOP_WAIT_MS);
 	pid_t		pid = 0;
+	/* Registered (17+) before the sleep is prepared: it may take a lock. */
+	uint32		wait_event = wi_wait_event(WI_WAIT_STOP_WORKER);
 
 	block(database);
 	ConditionVariablePrepareToSleep(&wi_shared->slot_changed);
@@ -194,7 +199,7 @@ stop_worker_of(Oid database)
 							database, WI_STOP_WAIT_MS)));
 			break;
 		}
-		(void) ConditionVariableTimedSleep(&wi_shared->slot_changed, 100, PG_WAIT_EXTENSION);
+		(void) ConditionVariableTimedSleep(&wi_shared->slot_changed, 100, wait_event);
 		CHECK_FOR_INTERRUPTS();
 	}
 	ConditionVariableCancelSleep();
@@ -227,6 +232,40 @@ template_of(CreatedbStmt *stmt)
 	return "template1";
 }
 
+#if PG_VERSION_NUM >= 160000
+#define wi_database_ownercheck(db, role) object_ownercheck(DatabaseRelationId, (db), (role))
+#define wi_extension_ownercheck(ext, role) object_ownercheck(ExtensionRelationId, (ext), (role))
+#else
+#define wi_database_ownercheck(db, role) pg_database_ownercheck((db), (role))
+#define wi_extension_ownercheck(ext, role) pg_extension_ownercheck((ext), (role))
+#endif
+
+#if PG_VERSION_NUM >= 150000
+#define wi_have_createdb_privilege() have_createdb_privilege()
+#else
+/*
+ * have_createdb_privilege() is static in 13's dbcommands.c (and 14 is not
+ * checked here): the same check, superuser or pg_authid.rolcreatedb of the
+ * current user.
+ */
+static bool
+wi_have_createdb_privilege(void)
+{
+	HeapTuple	utup;
+	bool		result = false;
+
+	if (superuser())
+		return true;
+	utup = SearchSysCache1(AUTHOID, ObjectIdGetDatum(GetUserId()));
+	if (HeapTupleIsValid(utup))
+	{
+		result = ((Form_pg_authid) GETSTRUCT(utup))->rolcreatedb;
+		ReleaseSysCache(utup);
+	}
+	return result;
+}
+#endif
+
 /*
  * Would the command pass its own privilege check?  Only then is a worker
  * stopped for it: otherwise any role could stop any database's worker by
@@ -240,13 +279,13 @@ may_run(Node *parsetree, Oid database)
 	{
 		case T_DropdbStmt:
 		case T_RenameStmt:
-			return pg_database_ownercheck(database, GetUserId());
+			return wi_database_ownercheck(database, GetUserId());
 		case T_CreatedbStmt:
 			{
 				HeapTuple	tup;
 				bool		is_template = false;
 
-				if (!have_createdb_privilege())
+				if (!wi_have_createdb_privilege())
 					return false;
 				tup = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(database));
 				if (HeapTupleIsValid(tup))
@@ -254,13 +293,13 @@ may_run(Node *parsetree, Oid database)
 					is_template = ((Form_pg_database) GETSTRUCT(tup))->datistemplate;
 					ReleaseSysCache(tup);
 				}
-				return is_template || pg_database_ownercheck(database, GetUserId());
+				return is_template || wi_database_ownercheck(database, GetUserId());
 			}
 		case T_DropStmt:
 			{
 				Oid			ext = get_extension_oid(WI_EXTENSION_NAME, true);
 
-				return OidIsValid(ext) && pg_extension_ownercheck(ext, GetUserId());
+				return OidIsValid(ext) && wi_extension_ownercheck(ext, GetUserId());
 			}
 		default:
 			return false;
@@ -323,19 +362,32 @@ wake_after(Node *parsetree)
 }
 
 static void
+#if PG_VERSION_NUM >= 140000
 wi_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 				   ProcessUtilityContext context, ParamListInfo params,
 				   QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
+#else
+wi_process_utility(PlannedStmt *pstmt, const char *queryString,
+				   ProcessUtilityContext context, ParamListInfo params,
+				   QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
+#endif
 {
 	Node	   *parsetree = pstmt->utilityStmt;
 	Oid			stop = database_to_stop(parsetree);
 
 	if (OidIsValid(stop) && may_run(parsetree, stop))
 		stop_worker_of(stop);
+#if PG_VERSION_NUM >= 140000
 	if (prev_process_utility)
 		prev_process_utility(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
 	else
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
+#else
+	if (prev_process_utility)
+		prev_process_utility(pstmt, queryString, context, params, queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, context, params, queryEnv, dest, qc);
+#endif
 	wake_after(parsetree);
 }
 

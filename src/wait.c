@@ -207,12 +207,15 @@ webhook_ingest_wait_for_job(PG_FUNCTION_ARGS)
 	ConditionVariable *cv;
 	bool		result = false;
 	bool		first = true;
+	uint32		wait_event;
 
 	wi_check_not_null(PG_ARGISNULL(0), "job_id");
 	job_id = PG_GETARG_INT64(0);
 	cv = wi_shmem_job_cv(job_id);
 	deadline = deadline_of(fcinfo, 1);
 	refuse_transaction_snapshot("wait_for_job()");
+	/* Registered (17+) before any sleep is prepared: it may take a lock. */
+	wait_event = wi_wait_event(WI_WAIT_FOR_JOB);
 	if (RecoveryInProgress())
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -261,7 +264,7 @@ webhook_ingest_wait_for_job(PG_FUNCTION_ARGS)
 		 * caught by the next recheck (WI_WAIT_RECHECK_MS).
 		 */
 		ConditionVariablePrepareToSleep(cv);
-		(void) ConditionVariableTimedSleep(cv, Min(ms, WI_WAIT_RECHECK_MS), PG_WAIT_EXTENSION);
+		(void) ConditionVariableTimedSleep(cv, Min(ms, WI_WAIT_RECHECK_MS), wait_event);
 	}
 	ConditionVariableCancelSleep();
 	SPI_finish();
@@ -332,7 +335,7 @@ webhook_ingest_wait_replayed(PG_FUNCTION_ARGS)
 							   LSN_FORMAT_ARGS(reached))));
 		/* No signal marks replay progress: poll, 1 ms at first, then less often. */
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 Min(ms, nap_ms), PG_WAIT_EXTENSION);
+						 Min(ms, nap_ms), wi_wait_event(WI_WAIT_REPLAYED));
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 		nap_ms = Min(nap_ms * 2, 16);

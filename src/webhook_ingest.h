@@ -80,7 +80,32 @@ extern ConditionVariable *wi_shmem_job_cv(int64 job_id);
 extern void wi_shmem_jobs_finished(const int64 *job_ids, int n);
 extern void wi_shmem_all_jobs_finished(void);
 
+/* wait_event.c: what each sleep reports (a name of its own from 17 on). */
+typedef enum WiWaitEvent
+{
+	WI_WAIT_WORKER_MAIN,		/* the worker's loop: latch, sockets, timers */
+	WI_WAIT_WORKER_EXTENSION_UPDATE,	/* for ALTER EXTENSION UPDATE */
+	WI_WAIT_WORKER_DISABLED,	/* webhook_ingest.enabled = off */
+	WI_WAIT_WORKER_ERROR_BACKOFF,	/* a second after an error */
+	WI_WAIT_LAUNCHER_MAIN,		/* the launcher's loop */
+	WI_WAIT_FOR_JOB,			/* wait_for_job() */
+	WI_WAIT_REPLAYED,			/* wait_replayed() */
+	WI_WAIT_STOP_WORKER,		/* DROP/RENAME DATABASE, CREATE DATABASE from it, DROP EXTENSION */
+	WI_WAIT_EVENT_COUNT
+}			WiWaitEvent;
+#if PG_VERSION_NUM >= 170000
+extern uint32 wi_wait_event(WiWaitEvent event);
+#else
+#define wi_wait_event(event) PG_WAIT_EXTENSION
+#endif
+
 /* stats.c */
+#if PG_VERSION_NUM >= 150000
+#define wi_init_srf(fcinfo) InitMaterializedSRF((fcinfo), 0)
+#else
+struct FunctionCallInfoBaseData;
+extern void wi_init_srf(struct FunctionCallInfoBaseData *fcinfo);
+#endif
 extern Size wi_stats_shmem_size(void);
 extern void wi_stats_shmem_request(void);
 extern void wi_stats_shmem_startup(void);

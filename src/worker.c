@@ -115,9 +115,9 @@ transfers_allowed_by_file_limit(void)
 }
 
 static void
-wait_for(long timeout_ms)
+wait_for(long timeout_ms, uint32 wait_event)
 {
-	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, timeout_ms, PG_WAIT_EXTENSION);
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, timeout_ms, wait_event);
 	ResetLatch(MyLatch);
 	CHECK_FOR_INTERRUPTS();
 	wi_worker_stop_if_asked();
@@ -179,7 +179,7 @@ wait_for_extension(WiCounters *counters)
 			wi_shmem_publish("waiting for ALTER EXTENSION webhook_ingest UPDATE", 0, counters);
 			told_old = true;
 		}
-		wait_for(wi_poll_interval_ms * 10L);
+		wait_for(wi_poll_interval_ms * 10L, wi_wait_event(WI_WAIT_WORKER_EXTENSION_UPDATE));
 	}
 }
 
@@ -246,7 +246,7 @@ recover_from_error(WorkerLoop *loop)
 	wi_loop_recover(loop);
 	RESUME_INTERRUPTS();
 	/* No faster than once a second, in case the error comes back at once. */
-	wait_for(1000L);
+	wait_for(1000L, wi_wait_event(WI_WAIT_WORKER_ERROR_BACKOFF));
 }
 
 void
@@ -280,7 +280,7 @@ webhook_ingest_worker_main(Datum arg)
 	wi_http_init();
 	wi_shmem_publish("disabled", 0, &counters);
 	while (!wi_enabled)
-		wait_for(wi_poll_interval_ms * 10L);
+		wait_for(wi_poll_interval_ms * 10L, wi_wait_event(WI_WAIT_WORKER_DISABLED));
 	wi_shmem_publish("running", 0, &counters);
 	take_over();
 

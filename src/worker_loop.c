@@ -88,7 +88,11 @@ completion_batch_size(void)
 #else
 	TransactionId horizon = GetOldestXmin(NULL, PROCARRAY_FLAGS_DEFAULT);
 #endif
+#if PG_VERSION_NUM >= 140000
 	TransactionId next = ReadNextTransactionId();
+#else
+	TransactionId next = XidFromFullTransactionId(ReadNextFullTransactionId());
+#endif
 
 	if (TransactionIdIsNormal(horizon) && (int32) (next - horizon) > WI_OLD_SNAPSHOT_XIDS)
 		return WI_COMPLETE_BATCH_SAFE;
@@ -486,7 +490,8 @@ wait_for_events(WorkerLoop *loop)
 		timeout = Min(timeout, sched_ms);
 	if (loop->deferred != NIL)
 		timeout = Min(timeout, Max(wi_lock_timeout_ms, 1));
-	nevents = WaitEventSetWait(loop->wait_set, timeout, events, lengthof(events), PG_WAIT_EXTENSION);
+	nevents = WaitEventSetWait(loop->wait_set, timeout, events, lengthof(events),
+							   wi_wait_event(WI_WAIT_WORKER_MAIN));
 	for (int i = 0; i < nevents; i++)
 	{
 		if (events[i].events & WL_LATCH_SET)
