@@ -699,6 +699,11 @@ wi_http_finished(void)
 	CURLMsg    *msg;
 	int			left;
 
+	/*
+	 * Held fetches that have room since the last call (a fetch of their
+	 * origin finished: nothing else may happen in libcurl to hand them over).
+	 */
+	wi_pacing_release(start_held);
 	if (finished_unfetched != NULL)
 	{
 		Transfer   *t = finished_unfetched;
