@@ -27,6 +27,8 @@ import psycopg2.pool
 dsn, host, port, concurrency, pool_size = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 pool = psycopg2.pool.ThreadedConnectionPool(1, pool_size, dsn)
 local = threading.local()
+# ThreadedConnectionPool raises when exhausted: at most pool_size threads take one.
+slots = threading.BoundedSemaphore(pool_size)
 
 
 def fetch_and_store(object_id):
@@ -47,12 +49,13 @@ def fetch_and_store(object_id):
     if r.status != 200:
         raise RuntimeError("GET %s: %d" % (object_id, r.status))
     post = json.loads(body)
-    db = pool.getconn()
-    try:
-        with db, db.cursor() as cur:
-            cur.execute("SELECT store_post(%s::jsonb)", (json.dumps(post),))
-    finally:
-        pool.putconn(db)
+    with slots:
+        db = pool.getconn()
+        try:
+            with db, db.cursor() as cur:
+                cur.execute("SELECT store_post(%s::jsonb)", (json.dumps(post),))
+        finally:
+            pool.putconn(db)
 
 
 main = psycopg2.connect(dsn)
