@@ -3,7 +3,8 @@
 #   wi_setup      install missing Debian packages (as root; services they
 #                 start are stopped: wi_stop_service), build and
 #                 install the extension
-#   wi_examples_setup  npm, and examples/express/node_modules (npm ci)
+#   wi_npm_ci DIR  npm, and DIR/node_modules (npm ci from its lock)
+#   wi_examples_setup  wi_npm_ci examples/express
 #   wi_workdir    a fresh directory owned by the unprivileged user
 #   wi_as_user    run a command as that user (PostgreSQL refuses root)
 #   wi_cluster_start DIR PORT / wi_cluster_stop DIR
@@ -74,24 +75,27 @@ wi_setup() {
 	make -C "$WI_TOP" -s PG_CONFIG="$PG_CONFIG" install >/dev/null
 }
 
-# wi_examples_setup: npm (Debian's, unless the installed Node brings its own)
-# and examples/express/node_modules from its package-lock.json.  `npm ci` runs
-# only when the installed tree is not that lock's (a stamp in node_modules),
-# so once installed it needs no network.
-wi_examples_setup() {
-	local dir="$WI_TOP/examples/express" want
+# wi_npm_ci DIR: npm (Debian's, unless the installed Node brings its own) and
+# DIR/node_modules from DIR/package-lock.json.  `npm ci` runs only when the
+# installed tree is not that lock's (a stamp in node_modules), so once
+# installed it needs no network.
+wi_npm_ci() {
+	local dir=$1 want
 	if ! command -v npm >/dev/null; then
 		WI_PACKAGES=npm wi_install_packages || return 1
 	fi
 	want=$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)
 	[ "$(cat "$dir/node_modules/.wi-lock-sha256" 2>/dev/null)" = "$want" ] && return 0
-	wi_log "npm ci in examples/express"
+	wi_log "npm ci in ${dir#"$WI_TOP"/}"
 	if ! (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null); then
-		wi_log "npm ci failed in examples/express: is the npm registry reachable?"
+		wi_log "npm ci failed in ${dir#"$WI_TOP"/}: is the npm registry reachable?"
 		return 1
 	fi
 	echo "$want" >"$dir/node_modules/.wi-lock-sha256"
 }
+
+# wi_examples_setup: examples/express/node_modules (wi_npm_ci).
+wi_examples_setup() { wi_npm_ci "$WI_TOP/examples/express"; }
 
 wi_as_user() {
 	if [ "$(id -u)" -eq 0 ]; then
