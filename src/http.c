@@ -15,10 +15,10 @@
  *
  *		TLS: a source's tls_ca replaces the system's bundle, its client
  *		certificate goes only to the template's origin, and verification is
- *		always on.  HTTP/2 is asked for over TLS (ALPN); a new https transfer
- *		waits for a connection to the host that may multiplex it (PIPEWAIT)
- *		rather than opening one, so a burst to an HTTP/2 host shares a few
- *		connections, max_streams_per_connection streams each.  TLS sessions
+ *		always on.  HTTP/2 is asked for over TLS (ALPN), and a burst to an
+ *		HTTP/2 host shares a few connections, max_streams_per_connection
+ *		streams each: with libcurl 7.x h2_pacing.c hands fetches over only as
+ *		connections have room, from 8.0 libcurl's PIPEWAIT does it.  TLS sessions
  *		are shared by all transfers (a share handle), so a new connection to
  *		a host resumes a session instead of a full handshake.
  *
@@ -331,44 +331,41 @@ set_tls(Transfer *t)
 }
 
 /*
- * May a fetch of url go ahead, as far as its host is an IP address?  The
- * guard checks every address connected to, but through a proxy that is the
- * proxy's: a target named by its address is checked here too, before any
- * connection.  Host names are the proxy's to resolve.  If not, t->refused
- * says why.
+ * May a fetch of origin (wi_origin_of: scheme://host:port) go ahead, as far
+ * as its host is an IP address?  The guard checks every address connected
+ * to, but through a proxy that is the proxy's: a target named by its address
+ * is checked here too, before any connection.  Host names are the proxy's to
+ * resolve.  If not, t->refused says why.
  */
 static bool
-literal_target_allowed(Transfer *t, const char *url)
+literal_target_allowed(Transfer *t, const char *origin)
 {
-	CURLU	   *u = curl_url();
-	char	   *host = NULL;
-	bool		allowed = true;
+	const char *host = origin ? strstr(origin, "://") : NULL;
+	const char *port;
+	char		bare[64];
+	unsigned char addr[16];
+	size_t		len;
 
-	if (u != NULL && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
-		curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK)
+	if (host == NULL || (port = strrchr(host += 3, ':')) == NULL)
+		return true;
+	len = port - host;
+	/* an IPv6 literal comes bracketed (and perhaps with a zone) */
+	if (len >= 2 && host[0] == '[' && host[len - 1] == ']')
 	{
-		char		bare[64];
-		unsigned char addr[16];
-		size_t		len = strlen(host);
-
-		/* an IPv6 literal comes bracketed (and perhaps with a zone) */
-		if (host[0] == '[' && len >= 2 && len - 2 < sizeof(bare))
-		{
-			memcpy(bare, host + 1, len - 2);
-			bare[len - 2] = '\0';
-			bare[strcspn(bare, "%")] = '\0';
-		}
-		else
-			strlcpy(bare, host, sizeof(bare));
-		/* "127.0.0.3." is that address too (a proxy resolves it so) */
-		if (bare[0] != '\0' && bare[strlen(bare) - 1] == '.')
-			bare[strlen(bare) - 1] = '\0';
-		if (inet_pton(AF_INET, bare, addr) == 1 || inet_pton(AF_INET6, bare, addr) == 1)
-			allowed = wi_net_allowed_text(bare, t->refused, sizeof(t->refused));
+		host++;
+		len -= 2;
 	}
-	curl_free(host);
-	curl_url_cleanup(u);
-	return allowed;
+	if (len >= sizeof(bare))
+		return true;			/* no address is that long */
+	memcpy(bare, host, len);
+	bare[len] = '\0';
+	bare[strcspn(bare, "%")] = '\0';
+	/* "127.0.0.3." is that address too (a proxy resolves it so) */
+	if (bare[0] != '\0' && bare[strlen(bare) - 1] == '.')
+		bare[strlen(bare) - 1] = '\0';
+	if (inet_pton(AF_INET, bare, addr) == 1 || inet_pton(AF_INET6, bare, addr) == 1)
+		return wi_net_allowed_text(bare, t->refused, sizeof(t->refused));
+	return true;
 }
 
 /*
@@ -383,11 +380,13 @@ wi_http_start(Transfer *t, long connect_timeout_ms, const char **error)
 
 	t->refused[0] = '\0';
 	*error = NULL;
-	if (!literal_target_allowed(t, t->url))
-		return false;
-	if ((easy = curl_easy_init()) == NULL)
+	t->origin = wi_origin_of(t->url, &t->tls);
+	if (!literal_target_allowed(t, t->origin) || (easy = curl_easy_init()) == NULL)
 	{
-		*error = "could not create a libcurl handle";
+		if (t->refused[0] == '\0')
+			*error = "could not create a libcurl handle";
+		free(t->origin);
+		t->origin = NULL;
 		return false;
 	}
 	t->easy = easy;
@@ -405,7 +404,6 @@ wi_http_start(Transfer *t, long connect_timeout_ms, const char **error)
 	t->cross_origin = false;
 	t->sockets_opened = 0;
 	t->refused[0] = '\0';
-	t->origin = wi_origin_of(t->url, &t->tls);
 
 	curl_easy_setopt(easy, CURLOPT_URL, t->url);
 	curl_easy_setopt(easy, CURLOPT_PRIVATE, t);
@@ -626,6 +624,9 @@ next_hop(Transfer *t)
 	char	   *next;
 	long		left_ms;
 	bool		tls;
+	char	   *next_origin;
+	bool		next_tls;
+	bool		allowed;
 
 	if (curl_easy_getinfo(t->easy, CURLINFO_REDIRECT_URL, &location) != CURLE_OK || location == NULL)
 		return false;
@@ -635,7 +636,12 @@ next_hop(Transfer *t)
 		snprintf(t->errbuf, sizeof(t->errbuf), "Maximum (%d) redirects followed", WI_MAX_REDIRECTS);
 		return false;
 	}
-	if (!redirect_allowed(t, location, &tls) || !literal_target_allowed(t, location))
+	if (!redirect_allowed(t, location, &tls))
+		return false;
+	next_origin = wi_origin_of(location, &next_tls);	/* NULL for a relative one: same host */
+	allowed = literal_target_allowed(t, next_origin);
+	free(next_origin);
+	if (!allowed)
 		return false;
 	left_ms = time_left_ms(t);
 	if (left_ms <= 0)
