@@ -146,8 +146,9 @@ $fn$;
  * Pack what has settled in job_history: for each partition whose rows
  * finished before settled_before, oldest first, chunks of up to 32 blocks
  * (4 096 ids) by id, each one statement that deletes the rows and inserts
- * their blocks; while a partition still takes rows, not the block of its
- * newest id (more of it may come).  The packed partitions its time needs are
+ * their blocks; in the partition that takes rows now, only once 128 jobs
+ * have settled or the oldest settled ten minutes ago, so that a trickle
+ * still makes rows of many jobs.  The packed partitions its time needs are
  * made first; a partition they cannot be made for now (lock_timeout) waits
  * for the next round.  Takes the lock _unfile_job takes first, so a retry of
  * a done job finds it in one place or the other.  Stops after budget.
@@ -163,7 +164,8 @@ DECLARE
     p record;
     lo bigint;
     hi bigint;
-    newest bigint;
+    settled bigint;
+    oldest timestamptz;
     n bigint;
 BEGIN
     packed := 0;
@@ -178,9 +180,11 @@ BEGIN
             EXIT WHEN lo IS NULL;
             hi := ((lo >> 7) + 32) << 7;
             IF p.upper_bound > settled_before THEN
-                EXECUTE format('SELECT max(h.id) FROM webhook_ingest.%I h', p.name) INTO newest;
-                hi := least(hi, (newest >> 7) << 7);
-                EXIT WHEN hi <= lo;
+                -- a few settled jobs of the partition taking rows wait for more (or ten minutes)
+                EXECUTE format('SELECT count(*), min(x.finished_at) FROM (SELECT h.finished_at FROM webhook_ingest.%I h
+                                 WHERE h.finished_at < $1 LIMIT 128) x', p.name)
+                   INTO settled, oldest USING settled_before;
+                EXIT WHEN settled < 128 AND oldest >= settled_before - interval '10 minutes';
             END IF;
             EXECUTE format($q$
                 WITH moved AS (
@@ -270,9 +274,10 @@ END
 $fn$;
 
 /*
- * The storage round (0.6.0's), with the packing: settled history packed,
- * the partitions of job_history that are past and empty dropped at once
- * (their disk back), those of job_history_packed past retention dropped.
+ * The storage round (0.6.0's), with the packing: history settled for a
+ * minute packed, the partitions of job_history it empties dropped once
+ * their time is past (their disk back), those of job_history_packed past
+ * retention dropped.
  */
 CREATE OR REPLACE FUNCTION webhook_ingest._maintain_storage(move_batch integer DEFAULT 5000,
     OUT behind boolean, OUT history_until timestamptz, OUT kept_until timestamptz)
@@ -329,11 +334,25 @@ BEGIN
     END IF;
     SELECT * INTO pack FROM webhook_ingest._pack_history(now() - interval '1 minute');
     behind := behind OR pack.behind;
+    -- Emptied by the packing: a partition whose time is past is dropped (five
+    -- minutes on: a completion batch, handler included, is shorter); the one
+    -- taking rows has its indexes rebuilt once they are big and it is empty
+    -- (after a burst, say), so what they held goes back too.
     FOR p IN SELECT * FROM webhook_ingest._partitions('webhook_ingest.job_history')
-              WHERE upper_bound <= now() - interval '1 hour' LOOP
-        EXECUTE format('SELECT EXISTS (SELECT FROM webhook_ingest.%I)', p.name) INTO holds_rows;
+              WHERE lower_bound <= now() LOOP
+        EXECUTE format('SELECT EXISTS (SELECT FROM (SELECT h.id FROM webhook_ingest.%I h ORDER BY h.id LIMIT 1) x)',
+                       p.name) INTO holds_rows;
         CONTINUE WHEN holds_rows;
-        EXIT WHEN webhook_ingest._drop_partition(p.name) = 'locked';       -- next round
+        IF p.upper_bound <= now() - interval '5 minutes' THEN
+            EXIT WHEN webhook_ingest._drop_partition(p.name) = 'locked';       -- next round
+        ELSIF p.upper_bound > now()
+              AND pg_catalog.pg_indexes_size(format('webhook_ingest.%I', p.name)::regclass) > 262144 THEN
+            BEGIN
+                EXECUTE format('REINDEX TABLE webhook_ingest.%I', p.name);
+            EXCEPTION WHEN lock_not_available THEN
+                NULL;       -- next round
+            END;
+        END IF;
     END LOOP;
     history_until := webhook_ingest._horizon('webhook_ingest.job_history');
     kept_until := webhook_ingest._horizon('webhook_ingest.kept_payloads');
