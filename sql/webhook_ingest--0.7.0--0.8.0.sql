@@ -1,4 +1,4 @@
-/* webhook_ingest--0.7.0--0.8.0.sql: the ledger's time conversions inlined (enqueue runs no SQL function) */
+/* webhook_ingest--0.7.0--0.8.0.sql: done jobs packed a block of ids to a row; the ledger's time conversions inlined */
 
 \echo Use "ALTER EXTENSION webhook_ingest UPDATE TO '0.8.0'" to load this file. \quit
 
