@@ -174,16 +174,18 @@ BEGIN
     FOR p IN SELECT * FROM webhook_ingest._partitions('webhook_ingest.job_history')
               WHERE lower_bound < settled_before ORDER BY lower_bound LOOP
         CONTINUE WHEN NOT webhook_ingest._packed_partition_for(p.lower_bound, p.upper_bound);
+        -- (each chunk's successor is looked for from where it ended, by the id
+        -- index: not through the dead index entries of the chunks packed before it)
+        EXECUTE format('SELECT min(h.id) FROM webhook_ingest.%I h WHERE h.finished_at < $1', p.name)
+           INTO lo USING settled_before;
         LOOP
-            EXECUTE format('SELECT min(h.id) FROM webhook_ingest.%I h WHERE h.finished_at < $1', p.name)
-               INTO lo USING settled_before;
             EXIT WHEN lo IS NULL;
             hi := ((lo >> 7) + 32) << 7;
             IF p.upper_bound > settled_before THEN
                 -- a few settled jobs of the partition taking rows wait for more (or ten minutes)
                 EXECUTE format('SELECT count(*), min(x.finished_at) FROM (SELECT h.finished_at FROM webhook_ingest.%I h
-                                 WHERE h.finished_at < $1 LIMIT 128) x', p.name)
-                   INTO settled, oldest USING settled_before;
+                                 WHERE h.id >= $2 AND h.finished_at < $1 ORDER BY h.id LIMIT 128) x', p.name)
+                   INTO settled, oldest USING settled_before, lo;
                 EXIT WHEN settled < 128 AND oldest >= settled_before - interval '10 minutes';
             END IF;
             EXECUTE format($q$
@@ -209,6 +211,8 @@ BEGIN
                 behind := true;
                 RETURN;
             END IF;
+            EXECUTE format('SELECT min(h.id) FROM webhook_ingest.%I h WHERE h.id >= $2 AND h.finished_at < $1', p.name)
+               INTO lo USING settled_before, hi;
         END LOOP;
     END LOOP;
 END
