@@ -196,7 +196,7 @@ is_scan_constant(Node *node)
  * the integer operators' family, either way round.
  */
 static Node *
-id_of_restrictions(RelOptInfo *rel, Index rti)
+id_of_restrictions(PlannerInfo *root, RelOptInfo *rel, Index rti)
 {
 	ListCell   *lc;
 
@@ -222,8 +222,18 @@ id_of_restrictions(RelOptInfo *rel, Index rti)
 		if (!(IsA(left, Var) && ((Var *) left)->varno == rti && ((Var *) left)->varattno == 1 &&
 			  ((Var *) left)->varlevelsup == 0) || !is_scan_constant(right))
 			continue;
-		return coerce_to_target_type(NULL, right, exprType(right), INT8OID, -1, COERCION_IMPLICIT,
-									 COERCE_IMPLICIT_CAST, -1);
+		{
+			/* (a NULL id matches nothing: -1, no block, not NULL, which would read them all) */
+			CoalesceExpr *id = makeNode(CoalesceExpr);
+
+			id->coalescetype = INT8OID;
+			id->args = list_make2(coerce_to_target_type(NULL, right, exprType(right), INT8OID, -1,
+														COERCION_IMPLICIT, COERCE_IMPLICIT_CAST, -1),
+								  makeConst(INT8OID, -1, InvalidOid, sizeof(int64), Int64GetDatum(-1),
+											false, FLOAT8PASSBYVAL));
+			id->location = -1;
+			return eval_const_expressions(root, (Node *) id);
+		}
 	}
 	return NULL;
 }
@@ -235,7 +245,7 @@ narrow_packed_jobs_scan(PlannerInfo *root, RelOptInfo *rel, Index rti, RangeTblE
 		prev_set_rel_pathlist_hook(root, rel, rti, rte);
 	if (rel->reloptkind == RELOPT_BASEREL && is_packed_jobs_scan(rte))
 	{
-		Node	   *id = id_of_restrictions(rel, rti);
+		Node	   *id = id_of_restrictions(root, rel, rti);
 		RangeTblFunction *rtfunc = linitial_node(RangeTblFunction, rte->functions);
 		FuncExpr   *call;
 

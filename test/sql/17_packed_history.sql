@@ -61,11 +61,12 @@ SELECT (j.*)::text = (b.*)::text AS found_as_before FROM webhook_ingest.jobs j, 
 SELECT count(*) AS found_by_range FROM webhook_ingest.jobs WHERE id > :base + 290 AND id <= :base + 300;
 PREPARE by_id(bigint) AS SELECT id - :base AS job, state, done_lsn FROM webhook_ingest.jobs WHERE id = $1;
 SET plan_cache_mode = force_generic_plan;
-SELECT bool_or(l LIKE '%Function Call: webhook_ingest._packed_jobs($1)%') AS narrowed_generic
+SELECT bool_or(l LIKE '%Function Call: webhook_ingest._packed_jobs(COALESCE($1, %') AS narrowed_generic
   FROM pg_temp.plan_of(format('EXECUTE by_id(%s)', :base + 18)) l;
 EXECUTE by_id(:base + 18);
 EXECUTE by_id(:base + 300);
 EXECUTE by_id(:base + 301);
+EXECUTE by_id(NULL);
 RESET plan_cache_mode;
 SELECT set_config('regress.base', :'base', false) IS NOT NULL AS set;
 DO $$
