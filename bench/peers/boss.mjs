@@ -8,9 +8,9 @@
 //   node boss.mjs sql CONNSTRING
 //     prints the statement send() runs (creating the queue if need be), its
 //     one parameter $1 the object id (bench/peers/storm_send.py and intake).
-//   node boss.mjs send CONNSTRING FIRST LAST BATCH
+//   node boss.mjs send CONNSTRING FIRST LAST BATCH [RATE]
 //     the intake: plan rows FIRST..LAST, BATCH at a time: their `sent` rows,
-//     then boss.send() of each, concurrently.
+//     then boss.send() of each, concurrently; paced to RATE a second if given.
 import { PgBoss } from 'pg-boss';
 import pg from 'pg';
 
@@ -37,7 +37,8 @@ if (mode === 'work') {
 	process.on('SIGTERM', stop);
 	process.on('SIGINT', stop);
 } else if (mode === 'send') {
-	const [first, last, batch] = args.map(Number);
+	const [first, last, batch, rate = 0] = args.map(Number);
+	const t0 = Date.now();
 	const boss = new PgBoss({ connectionString, max: 8, supervise: false, schedule: false, migrate: false });
 	await boss.start();
 	const db = new pg.Client({ connectionString });
@@ -48,6 +49,8 @@ if (mode === 'work') {
 			`INSERT INTO sent SELECT seq, object_id, clock_timestamp() FROM plan WHERE seq BETWEEN $1 AND $2
 			 RETURNING object_id`, [lo, hi]);
 		await Promise.all(rows.map((r) => boss.send(queue, { id: r.object_id }, { singletonKey: r.object_id })));
+		const wait = rate > 0 ? t0 + (hi / rate) * 1000 - Date.now() : 0;
+		if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
 	}
 	await db.end();
 	await boss.stop({ graceful: false, wait: false });
