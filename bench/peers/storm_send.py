@@ -14,6 +14,7 @@
         wi    webhook_ingest.enqueue('bench', object id, NULL, event id)
         gw    graphile_worker.add_job('fetch_post', {id}, job_key => object id,
               job_key_mode => 'preserve_run_at')
+        gwq   the same with queue_name => object id
         boss  the statement pg-boss's send() runs (BOSS_SQL, captured by
               boss.mjs sql; its one parameter the object id)
         pgq   pgq.insert_event('posts', 'post', object id, event id, ...)
@@ -32,6 +33,8 @@ INTAKE = {
     "wi": "SELECT webhook_ingest.enqueue('bench', %(obj)s, NULL, %(ev)s)",
     "gw": "SELECT graphile_worker.add_job('fetch_post', json_build_object('id', %(obj)s::text), "
           "job_key => %(obj)s, job_key_mode => 'preserve_run_at')",
+    "gwq": "SELECT graphile_worker.add_job('fetch_post', json_build_object('id', %(obj)s::text), "
+           "queue_name => %(obj)s, job_key => %(obj)s, job_key_mode => 'preserve_run_at')",
     "pgq": "SELECT pgq.insert_event('posts', 'post', %(obj)s, %(ev)s, NULL, NULL, NULL)",
 }
 
