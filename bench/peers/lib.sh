@@ -5,13 +5,13 @@
 #                   bench/peers/node_modules (wi_npm_ci, from the committed
 #                   package-lock.json), PgQ (postgresql-15-pgq3) and its
 #                   ticker daemon pgqd from Debian (wi_install_packages with
-#                   WI_PEERS_PACKAGES; pgqd's service is stopped and disabled:
+#                   WI_PEERS_PACKAGES, with gnuplot for bench/peers/plot; pgqd's service is stopped and disabled:
 #                   the bench runs its own pgqd), and, when PG_CONFIG is not
 #                   the system PostgreSQL (a private copy), the package's
 #                   pgq files copied into that copy's lib and extension dirs.
 
 WI_PEERS_DIR="$WI_TOP/bench/peers"
-WI_PEERS_PACKAGES="postgresql-$WI_PG_MAJOR-pgq3 pgqd python3-psycopg2 nodejs"
+WI_PEERS_PACKAGES="postgresql-$WI_PG_MAJOR-pgq3 pgqd python3-psycopg2 nodejs gnuplot-nox"
 
 wi_peers_setup() {
 	local missing=0 f pkglib share

@@ -16,6 +16,7 @@ Usage: pgq_consumer.py DSN HOST PORT CONCURRENCY POOL_SIZE
 import http.client
 import json
 import os
+import resource
 import sys
 import threading
 import time
@@ -24,6 +25,9 @@ from concurrent.futures import ThreadPoolExecutor
 import psycopg2
 import psycopg2.pool
 
+# One HTTP connection per fetch thread: lift the soft file limit to the hard
+# one, as Node does at start and webhook_ingest's worker does.
+resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
 dsn, host, port, concurrency, pool_size = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 pool = psycopg2.pool.ThreadedConnectionPool(1, pool_size, dsn)
 local = threading.local()
