@@ -278,12 +278,20 @@ set_egress(Transfer *t)
 
 	curl_easy_setopt(t->easy, CURLOPT_PROXY, proxy);
 	curl_easy_setopt(t->easy, CURLOPT_NOPROXY, proxy[0] != '\0' && wi_no_proxy ? wi_no_proxy : NULL);
+	t->https_proxy = pg_strncasecmp(proxy, "https:", 6) == 0;
 }
 
 /*
- * CURLOPT_SSL_CTX_FUNCTION, after libcurl loaded the tag of the source's CAs:
- * the connection checks the upstream against all of them, parsed once
- * (source_tls.c).
+ * CURLOPT_SSL_CTX_FUNCTION: the connection checks the upstream against all
+ * the source's CAs, parsed once (source_tls.c); libcurl, given their tag,
+ * adds its one certificate to that store (already there).
+ *
+ * libcurl calls it for every handshake of the transfer, an https:// proxy's
+ * too, and (7.88) loads the CAs it was given afterwards, into the store the
+ * callback left: for a proxy's handshake the source's store would check the
+ * proxy, and take in the system's bundle, meant for the proxy, for every
+ * later connection of the source (audit 0.7.0 second pass, P2, TAP 118).
+ * So it is not used for fetches through an https:// proxy (set_tls).
  */
 static CURLcode
 use_ca_store(CURL *curl, void *ssl_ctx, void *userptr)
@@ -316,7 +324,8 @@ set_tls(Transfer *t)
 	curl_easy_setopt(t->easy, CURLOPT_PIPEWAIT, t->tls && !pacing ? 1L : 0L);
 	if (conf != NULL && conf->ca.data != NULL)
 	{
-		bool		shared = conf->ca_store != NULL &&
+		/* (through an https:// proxy, libcurl parses the PEM at each handshake: see use_ca_store) */
+		bool		shared = conf->ca_store != NULL && !t->https_proxy &&
 			curl_easy_setopt(t->easy, CURLOPT_SSL_CTX_FUNCTION, use_ca_store) == CURLE_OK &&
 			curl_easy_setopt(t->easy, CURLOPT_SSL_CTX_DATA, conf) == CURLE_OK;
 

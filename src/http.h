@@ -61,6 +61,7 @@ typedef struct Transfer
 	char	   *origin;			/* malloc'd scheme://host:port of url, or NULL */
 	bool		tls;			/* the current hop is https */
 	bool		cross_origin;	/* the chain left the origin: no source headers */
+	bool		https_proxy;	/* set_egress gave it an https:// proxy */
 	int			hops;			/* redirects followed */
 	int			sockets_opened; /* connections the guard let through, this hop */
 	char		refused[WI_REFUSAL_SIZE];	/* why the guard or the redirect
