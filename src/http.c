@@ -485,6 +485,20 @@ finish_unfetched(Transfer *t, CURLcode result, const char *why)
 	finished_unfetched = t;
 }
 
+/* A held fetch whose time ran out before its origin had room (wi_pacing_expire). */
+static void
+expire_held(Transfer *t)
+{
+	finish_unfetched(t, CURLE_OPERATION_TIMEDOUT, "Timeout was reached while waiting for a connection");
+}
+
+/* Milliseconds until a held fetch's time runs out (0: now), or -1 (none held). */
+long
+wi_http_held_timeout_ms(void)
+{
+	return pacing ? wi_pacing_held_timeout_ms() : -1;
+}
+
 /* A held fetch has room now (wi_pacing_release): to libcurl, with the time it has left. */
 static void
 start_held(Transfer *t, bool probe)
@@ -719,6 +733,8 @@ wi_http_finished(void)
 	 * origin finished: nothing else may happen in libcurl to hand them over).
 	 */
 	wi_pacing_release(start_held);
+	if (pacing)
+		wi_pacing_expire(expire_held);
 	if (finished_unfetched != NULL)
 	{
 		Transfer   *t = finished_unfetched;

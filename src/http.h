@@ -82,6 +82,7 @@ extern int	wi_http_epoll_fd(void);
 extern bool wi_http_start(Transfer *t, long connect_timeout_ms, const char **error);
 extern void wi_http_on_sockets(void);
 extern void wi_http_on_timer(void);
+extern long wi_http_held_timeout_ms(void);
 extern long wi_http_timeout_ms(void);
 extern Transfer *wi_http_finished(void);
 extern int	wi_http_in_flight(void);
