@@ -62,6 +62,7 @@ typedef struct Transfer
 	bool		tls;			/* the current hop is https */
 	bool		cross_origin;	/* the chain left the origin: no source headers */
 	bool		https_proxy;	/* set_egress gave it an https:// proxy */
+	bool		ca_shared;		/* set_tls: its handshakes use conf's parsed CAs */
 	int			hops;			/* redirects followed */
 	int			sockets_opened; /* connections the guard let through, this hop */
 	char		refused[WI_REFUSAL_SIZE];	/* why the guard or the redirect
