@@ -37,6 +37,7 @@
 #include <sys/resource.h>
 
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "webhook_ingest.h"
 #include "http.h"
@@ -70,6 +71,21 @@ static WiOrigin **origins = NULL;
 static int	norigins = 0;
 static int	origins_size = 0;
 static bool any_release = false;
+
+/*
+ * The earliest deadline of a held fetch (0: none held), perhaps earlier than
+ * any still held: a fetch's timeout runs while it is held, and one held
+ * behind longer fetches of its origin (another source's, with a longer
+ * timeout_ms, or a probe whose handshake stalls) ends at its own deadline,
+ * not when its origin next has room (audit 0.7.0 second pass, H1, TAP 119).
+ */
+static TimestampTz held_deadline = 0;
+
+static TimestampTz
+deadline_of(Transfer *t)
+{
+	return TimestampTzPlusMilliseconds(t->started, t->timeout_ms);
+}
 
 /* Per descriptor: the origin's index + 1 (0: none), and whether it is ready. */
 typedef struct SocketOwner
@@ -166,8 +182,12 @@ wi_pacing_added(WiOrigin *o, bool probe)
 void
 wi_pacing_hold(WiOrigin *o, Transfer *t)
 {
+	TimestampTz deadline = deadline_of(t);
+
 	t->held = true;
 	t->held_next = NULL;
+	if (held_deadline == 0 || deadline < held_deadline)
+		held_deadline = deadline;
 	o->nheld++;
 	if (o->held_tail)
 		o->held_tail->held_next = t;
@@ -303,6 +323,58 @@ wi_pacing_release(void (*start) (Transfer *t, bool probe))
 				o->held_tail = NULL;
 			t->held = false;
 			start(t, probe);
+		}
+	}
+}
+
+/* Milliseconds until a held fetch's time runs out (0: now), or -1 if none is held. */
+long
+wi_pacing_held_timeout_ms(void)
+{
+	TimestampTz now;
+
+	if (held_deadline == 0)
+		return -1;
+	now = GetCurrentTimestamp();
+	return held_deadline <= now ? 0 : (long) ((held_deadline - now + 999) / 1000);
+}
+
+/*
+ * Held fetches whose time ran out go to finish (outside libcurl's
+ * callbacks); the others stay, in order.
+ */
+void
+wi_pacing_expire(void (*finish) (Transfer *t))
+{
+	TimestampTz now;
+
+	if (held_deadline == 0 || held_deadline > (now = GetCurrentTimestamp()))
+		return;
+	held_deadline = 0;
+	for (int i = 0; i < norigins; i++)
+	{
+		WiOrigin   *o = origins[i];
+		Transfer  **p = &o->held_head;
+
+		o->held_tail = NULL;
+		while (*p != NULL)
+		{
+			Transfer   *t = *p;
+			TimestampTz deadline = deadline_of(t);
+
+			if (deadline <= now)
+			{
+				*p = t->held_next;
+				t->held_next = NULL;
+				t->held = false;
+				o->nheld--;
+				finish(t);
+				continue;
+			}
+			if (held_deadline == 0 || deadline < held_deadline)
+				held_deadline = deadline;
+			o->held_tail = t;
+			p = &t->held_next;
 		}
 	}
 }

@@ -22,5 +22,7 @@ extern void wi_pacing_socket_opened(WiOrigin *o, int fd);
 extern void wi_pacing_request(WiOrigin *o, int fd, bool opened_here, bool *probe);
 extern void wi_pacing_socket_closed(int fd);
 extern void wi_pacing_release(void (*start) (Transfer *t, bool probe));
+extern long wi_pacing_held_timeout_ms(void);
+extern void wi_pacing_expire(void (*finish) (Transfer *t));
 
 #endif							/* WI_H2_PACING_H */

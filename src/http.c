@@ -278,19 +278,32 @@ set_egress(Transfer *t)
 
 	curl_easy_setopt(t->easy, CURLOPT_PROXY, proxy);
 	curl_easy_setopt(t->easy, CURLOPT_NOPROXY, proxy[0] != '\0' && wi_no_proxy ? wi_no_proxy : NULL);
+	t->https_proxy = pg_strncasecmp(proxy, "https:", 6) == 0;
 }
 
 /*
- * CURLOPT_SSL_CTX_FUNCTION, after libcurl loaded the tag of the source's CAs:
- * the connection checks the upstream against all of them, parsed once
- * (source_tls.c).
+ * CURLOPT_SSL_CTX_FUNCTION, for every TLS connection: no renegotiation (TLS
+ * 1.2 lets a server ask for another full handshake as often as it likes,
+ * each one the worker's single thread's work: audit 0.7.0 second pass, L2,
+ * TAP 120); and with ca_shared, the upstream is checked against all the
+ * source's CAs, parsed once (source_tls.c); libcurl, given their tag, adds
+ * its one certificate to that store (already there).
+ *
+ * libcurl calls it for every handshake of the transfer, an https:// proxy's
+ * too, and (7.88) loads the CAs it was given afterwards, into the store the
+ * callback left: for a proxy's handshake the source's store would check the
+ * proxy, and take in the system's bundle, meant for the proxy, for every
+ * later connection of the source (audit 0.7.0 second pass, P2, TAP 118).
+ * So the store is not shared for fetches through an https:// proxy.
  */
 static CURLcode
-use_ca_store(CURL *curl, void *ssl_ctx, void *userptr)
+tls_ctx_cb(CURL *curl, void *ssl_ctx, void *userptr)
 {
-	WiSourceTls *conf = (WiSourceTls *) userptr;
+	Transfer   *t = (Transfer *) userptr;
 
-	SSL_CTX_set1_cert_store((SSL_CTX *) ssl_ctx, (X509_STORE *) conf->ca_store);
+	SSL_CTX_set_options((SSL_CTX *) ssl_ctx, SSL_OP_NO_RENEGOTIATION);
+	if (t->ca_shared)
+		SSL_CTX_set1_cert_store((SSL_CTX *) ssl_ctx, (X509_STORE *) t->conf->ca_store);
 	return CURLE_OK;
 }
 
@@ -304,6 +317,7 @@ set_tls(Transfer *t)
 {
 	WiSourceTls *conf = t->conf;
 	bool		present = conf != NULL && conf->cert.data != NULL && !t->cross_origin;
+	bool		callback;
 
 	curl_easy_setopt(t->easy, CURLOPT_SSL_VERIFYPEER, 1L);
 	curl_easy_setopt(t->easy, CURLOPT_SSL_VERIFYHOST, 2L);
@@ -314,15 +328,16 @@ set_tls(Transfer *t)
 	 * h2_pacing.c paces fetches (libcurl 7.x) it does the waiting.
 	 */
 	curl_easy_setopt(t->easy, CURLOPT_PIPEWAIT, t->tls && !pacing ? 1L : 0L);
+	callback = curl_easy_setopt(t->easy, CURLOPT_SSL_CTX_FUNCTION, tls_ctx_cb) == CURLE_OK &&
+		curl_easy_setopt(t->easy, CURLOPT_SSL_CTX_DATA, t) == CURLE_OK;
+	/* (through an https:// proxy, libcurl parses the PEM at each handshake: see tls_ctx_cb) */
+	t->ca_shared = callback && conf != NULL && conf->ca.data != NULL && conf->ca_store != NULL &&
+		!t->https_proxy;
 	if (conf != NULL && conf->ca.data != NULL)
 	{
-		bool		shared = conf->ca_store != NULL &&
-			curl_easy_setopt(t->easy, CURLOPT_SSL_CTX_FUNCTION, use_ca_store) == CURLE_OK &&
-			curl_easy_setopt(t->easy, CURLOPT_SSL_CTX_DATA, conf) == CURLE_OK;
-
 		curl_easy_setopt(t->easy, CURLOPT_CAINFO, NULL);
 		curl_easy_setopt(t->easy, CURLOPT_CAPATH, NULL);
-		curl_easy_setopt(t->easy, CURLOPT_CAINFO_BLOB, shared ? &conf->ca_tag : &conf->ca);
+		curl_easy_setopt(t->easy, CURLOPT_CAINFO_BLOB, t->ca_shared ? &conf->ca_tag : &conf->ca);
 	}
 	curl_easy_setopt(t->easy, CURLOPT_SSLCERTTYPE, "PEM");
 	curl_easy_setopt(t->easy, CURLOPT_SSLKEYTYPE, "PEM");
@@ -474,6 +489,20 @@ finish_unfetched(Transfer *t, CURLcode result, const char *why)
 	strlcpy(t->errbuf, why, sizeof(t->errbuf));
 	t->next = finished_unfetched;
 	finished_unfetched = t;
+}
+
+/* A held fetch whose time ran out before its origin had room (wi_pacing_expire). */
+static void
+expire_held(Transfer *t)
+{
+	finish_unfetched(t, CURLE_OPERATION_TIMEDOUT, "Timeout was reached while waiting for a connection");
+}
+
+/* Milliseconds until a held fetch's time runs out (0: now), or -1 (none held). */
+long
+wi_http_held_timeout_ms(void)
+{
+	return pacing ? wi_pacing_held_timeout_ms() : -1;
 }
 
 /* A held fetch has room now (wi_pacing_release): to libcurl, with the time it has left. */
@@ -710,6 +739,8 @@ wi_http_finished(void)
 	 * origin finished: nothing else may happen in libcurl to hand them over).
 	 */
 	wi_pacing_release(start_held);
+	if (pacing)
+		wi_pacing_expire(expire_held);
 	if (finished_unfetched != NULL)
 	{
 		Transfer   *t = finished_unfetched;

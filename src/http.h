@@ -61,6 +61,8 @@ typedef struct Transfer
 	char	   *origin;			/* malloc'd scheme://host:port of url, or NULL */
 	bool		tls;			/* the current hop is https */
 	bool		cross_origin;	/* the chain left the origin: no source headers */
+	bool		https_proxy;	/* set_egress gave it an https:// proxy */
+	bool		ca_shared;		/* set_tls: its handshakes use conf's parsed CAs */
 	int			hops;			/* redirects followed */
 	int			sockets_opened; /* connections the guard let through, this hop */
 	char		refused[WI_REFUSAL_SIZE];	/* why the guard or the redirect
@@ -81,6 +83,7 @@ extern int	wi_http_epoll_fd(void);
 extern bool wi_http_start(Transfer *t, long connect_timeout_ms, const char **error);
 extern void wi_http_on_sockets(void);
 extern void wi_http_on_timer(void);
+extern long wi_http_held_timeout_ms(void);
 extern long wi_http_timeout_ms(void);
 extern Transfer *wi_http_finished(void);
 extern int	wi_http_in_flight(void);

@@ -7,7 +7,14 @@
  *		such a message, and replaces a message that would itself quote a key
  *		(log_statement = 'all', a syntax error near it).  Nothing else is
  *		changed, and the hook is cheap: it looks only at messages that go to
- *		the server log, for the one marker every PEM key carries.
+ *		the server log, for the one marker every PEM key carries.  It looks
+ *		at the detail meant for the log only too (errdetail_log): a
+ *		deadlock's quotes the statements of every process in the cycle,
+ *		another session's alter_source among them.
+ *
+ *		A key refused because it does not parse may lack the marker (its
+ *		base64 body alone): tls_check.c hides the statement from those
+ *		errors itself (errhidestmt).
  *
  *		A key passed as a bind parameter is never logged by PostgreSQL
  *		(log_parameter_max_length_on_error is 0 by default), which is the
@@ -45,6 +52,9 @@ redact_keys(ErrorData *edata)
 			edata->message = pstrdup("(a message that quoted a private key, not logged: webhook_ingest)");
 		if (holds_key(edata->detail))
 			edata->detail = NULL;
+		/* the server log's own detail: a deadlock's quotes every statement in the cycle */
+		if (holds_key(edata->detail_log))
+			edata->detail_log = NULL;
 		if (holds_key(edata->context))
 			edata->context = NULL;
 		if (holds_key(edata->internalquery))

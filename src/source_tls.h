@@ -25,7 +25,6 @@ typedef struct WiSourceTls
 	TimestampTz seen_at;		/* the source's updated_at when it was read */
 	bool		any;			/* some setting is set: fetches use it */
 	int			refs;			/* fetches using it, and 1 while it is current */
-	struct WiSourceTls *next;
 } WiSourceTls;
 
 extern void wi_source_tls_begin_refresh(void);

@@ -8,7 +8,8 @@
  *		here, so what passes is what the worker's fetches can load.
  *
  *		A key is a secret: no message quotes it, nor OpenSSL's reasons (they
- *		could quote what they read).  OpenSSL's error queue is cleared after
+ *		could quote what they read), and no error raised while a key is an
+ *		argument is logged with its statement (errhidestmt).  OpenSSL's error queue is cleared after
  *		each check, and everything is freed before an error is raised.
  *
  * IDENTIFICATION
@@ -44,11 +45,12 @@ typedef enum PemVerdict
 } PemVerdict;
 
 static void
-check_size(const char *what, text *pem)
+check_size(const char *what, text *pem, bool hide_stmt)
 {
 	if (VARSIZE_ANY_EXHDR(pem) > WI_MAX_PEM_BYTES)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errhidestmt(hide_stmt),
 				 errmsg("%s is too long", what),
 				 errdetail("It is %d bytes; the limit is %d bytes.", (int) VARSIZE_ANY_EXHDR(pem),
 						   WI_MAX_PEM_BYTES)));
@@ -107,15 +109,17 @@ read_certificates(text *pem, int *count, X509 **leaf)
 }
 
 static void
-refuse_certificates(const char *what, PemVerdict verdict, int good)
+refuse_certificates(const char *what, PemVerdict verdict, int good, bool hide_stmt)
 {
 	if (verdict == PEM_EMPTY)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errhidestmt(hide_stmt),
 				 errmsg("%s holds no PEM certificate", what),
 				 errhint("Pass certificates as PEM text, each from \"-----BEGIN CERTIFICATE-----\" to \"-----END CERTIFICATE-----\".")));
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errhidestmt(hide_stmt),
 			 errmsg("%s is not a list of PEM certificates", what),
 			 errdetail("PEM block %d is not a certificate that can be read.", good + 1)));
 }
@@ -137,10 +141,10 @@ webhook_ingest_check_tls_ca(PG_FUNCTION_ARGS)
 	int			count;
 	PemVerdict	verdict;
 
-	check_size("tls_ca", pem);
+	check_size("tls_ca", pem, false);
 	verdict = read_certificates(pem, &count, NULL);
 	if (verdict != PEM_OK)
-		refuse_certificates("tls_ca", verdict, count);
+		refuse_certificates("tls_ca", verdict, count, false);
 	PG_RETURN_VOID();
 }
 
@@ -182,30 +186,39 @@ webhook_ingest_check_tls_client(PG_FUNCTION_ARGS)
 	int			count;
 	PemVerdict	verdict;
 
+	/*
+	 * The statement that passed a key is not logged beside any error of
+	 * this check: the log hook (log_redact.c) knows a key by its PEM header,
+	 * and a key refused here may have none (its base64 body alone).
+	 */
+	bool		hide = key_pem != NULL;
+
 	if (need_key && (cert_pem == NULL) != (key_pem == NULL))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errhidestmt(hide),
 				 errmsg("tls_client_cert and tls_client_key go together"),
 				 errhint("Pass both, or reset_tls_client => true in alter_source to drop both.")));
 	if (cert_pem != NULL)
 	{
-		check_size("tls_client_cert", cert_pem);
+		check_size("tls_client_cert", cert_pem, hide);
 		verdict = read_certificates(cert_pem, &count, &leaf);
 		if (verdict != PEM_OK)
-			refuse_certificates("tls_client_cert", verdict, count);
+			refuse_certificates("tls_client_cert", verdict, count, hide);
 	}
 	if (key_pem == NULL || !need_key)
 	{
 		X509_free(leaf);
 		PG_RETURN_VOID();
 	}
-	check_size("tls_client_key", key_pem);
+	check_size("tls_client_key", key_pem, true);
 	key = read_key(key_pem, &encrypted);
 	if (key == NULL)
 	{
 		X509_free(leaf);
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errhidestmt(true),
 				 errmsg(encrypted ? "tls_client_key is encrypted" : "tls_client_key is not a PEM private key"),
 				 errhint(encrypted ? "Pass the key without a passphrase: the worker has nobody to ask for one."
 						 : "Pass the key as PEM text, from \"-----BEGIN PRIVATE KEY-----\" (or RSA or EC PRIVATE KEY) to its END line.")));
@@ -217,6 +230,7 @@ webhook_ingest_check_tls_client(PG_FUNCTION_ARGS)
 	if (!matches)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errhidestmt(true),
 				 errmsg("tls_client_key is not the key of tls_client_cert"),
 				 errhint("The first certificate in tls_client_cert must be the one the key belongs to.")));
 	PG_RETURN_VOID();

@@ -485,6 +485,9 @@ wait_for_events(WorkerLoop *loop)
 	timeout = wi_http_timeout_ms();
 	if (timeout < 0 || timeout > wi_poll_interval_ms)
 		timeout = wi_poll_interval_ms;
+	/* a held fetch's time running out (the next pass's completions see it) */
+	if (wi_http_held_timeout_ms() >= 0)
+		timeout = Min(timeout, wi_http_held_timeout_ms());
 	/* (while every slot is taken, a completion wakes the loop anyway) */
 	if (sched_ms >= 0 && free_slots(loop) > 0)
 		timeout = Min(timeout, sched_ms);

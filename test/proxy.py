@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """test/proxy.py: a small forward HTTP proxy for the tests (webhook_ingest.proxy).
 
-Usage: proxy.py [HOST:]PORT LOG
+Usage: proxy.py [--tls CERT KEY] [HOST:]PORT LOG
   Listens on HOST:PORT (default host 127.0.0.1; HOST must be a loopback
   address: 127.0.0.0/8 or ::1, IPv6 as [::1]:PORT).  Threaded, standard
   library only.  Prints "proxy listening on HOST:PORT" once it accepts.
+  --tls: an https:// proxy, with that certificate (PEM) and key; a client
+  that gives up the handshake is never logged.
 
   CONNECT host:port          200 and a byte tunnel (https through the proxy)
   GET http://host:port/path  absolute-form request (any method), forwarded
@@ -25,6 +27,7 @@ Usage: proxy.py [HOST:]PORT LOG
 import ipaddress
 import socket
 import socketserver
+import ssl
 import sys
 import threading
 from urllib.parse import urlsplit
@@ -235,16 +238,29 @@ class Server(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 1024
+    tls = None  # an ssl.SSLContext for --tls
+
+    def get_request(self):
+        sock, addr = super().get_request()
+        if self.tls is not None:
+            # the handshake happens in the handler's thread, at its first read
+            sock = self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        return sock, addr
 
 
 def main():
     global log_file
-    if len(sys.argv) != 3:
-        sys.exit("usage: proxy.py [HOST:]PORT LOG")
-    host, port = split_hostport(sys.argv[1], None) if ":" in sys.argv[1] else ("127.0.0.1", int(sys.argv[1]))
+    args = sys.argv[1:]
+    if args[:1] == ["--tls"] and len(args) >= 3:
+        Server.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        Server.tls.load_cert_chain(args[1], args[2])
+        args = args[3:]
+    if len(args) != 2:
+        sys.exit("usage: proxy.py [--tls CERT KEY] [HOST:]PORT LOG")
+    host, port = split_hostport(args[0], None) if ":" in args[0] else ("127.0.0.1", int(args[0]))
     if loopback(host) is None:
         sys.exit(f"proxy.py: {host} is not a loopback address")
-    log_file = open(sys.argv[2], "a", buffering=1)
+    log_file = open(args[1], "a", buffering=1)
     Server.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with Server((host.strip("[]"), port), Handler) as srv:
         print(f"proxy listening on {host}:{port}", flush=True)
