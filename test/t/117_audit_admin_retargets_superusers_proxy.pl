@@ -8,9 +8,7 @@
 # proxy in the same call, other changes of that source, a new url_template
 # for a source without its own proxy, and a superuser's change still work.
 #
-# The fix is SQL (sql/pending/audit070.sql, for the 0.7.0 -> 0.8.0 script):
-# applied here after CREATE EXTENSION while it is pending; once merged into
-# the update script (and the pending file removed) the test runs as is.
+# The fix is SQL, in the 0.7.0 -> 0.8.0 update script (_guard_source).
 # No traffic: the worker is off.
 use strict;
 use warnings;
@@ -27,12 +25,6 @@ webhook_ingest.proxy = 'http://127.0.0.1:9'
 });
 $node->start;
 $node->safe_psql('postgres', q{CREATE EXTENSION webhook_ingest});
-my $pending = 'sql/pending/audit070.sql';
-if (-e $pending)
-{
-	note("applying $pending");
-	$node->safe_psql('postgres', slurp_file($pending));
-}
 $node->safe_psql('postgres', q{
 CREATE ROLE ops NOLOGIN;
 GRANT webhook_ingest_admin TO ops;
