@@ -151,7 +151,9 @@ $fn$;
  * still makes rows of many jobs.  The packed partitions its time needs are
  * made first; a partition they cannot be made for now (lock_timeout) waits
  * for the next round.  Takes the lock _unfile_job takes first, so a retry of
- * a done job finds it in one place or the other.  Stops after budget.
+ * a done job finds it in one place or the other (without waiting for it: a
+ * retry under way leaves the packing for the next round, the rest of the
+ * storage round goes on).  Stops after budget.
  * Returns the jobs packed, and whether rows were left for lack of time.
  */
 CREATE FUNCTION webhook_ingest._pack_history(settled_before timestamptz, budget interval DEFAULT '40 ms',
@@ -170,7 +172,11 @@ DECLARE
 BEGIN
     packed := 0;
     behind := false;
-    PERFORM FROM webhook_ingest.legacy_migration FOR UPDATE;
+    BEGIN
+        PERFORM FROM webhook_ingest.legacy_migration FOR UPDATE NOWAIT;
+    EXCEPTION WHEN lock_not_available THEN
+        RETURN;     -- a retry or cancel of a done job is under way: next round
+    END;
     FOR p IN SELECT * FROM webhook_ingest._partitions('webhook_ingest.job_history')
               WHERE lower_bound < settled_before ORDER BY lower_bound LOOP
         CONTINUE WHEN NOT webhook_ingest._packed_partition_for(p.lower_bound, p.upper_bound);
