@@ -13,6 +13,9 @@
 #   make check-majors (as root on Debian 12) compile every src/*.c with -Werror
 #                     against the headers of 13, 15, 17 and 18 (test/majors/check);
 #                     not part of make test
+#   make test-majors  (as root on Debian 12) build 13, 17 and 18 from Debian's
+#                     source packages into build/majors and run the suites
+#                     against each (test/majors/run); not part of make test
 #   make deb-test     the package's test (test/deb/run; WI_DEB_INSTALL=1 also
 #                     installs it in a private mount namespace); not part of make test
 
@@ -116,7 +119,7 @@ header-check:
 	done; [ $$bad -eq 0 ] && echo "header-check: every src/ file has its header ... ok"
 
 # One suite at a time, so test/run can count and report each.
-.PHONY: version-check header-check check-majors majors-flags deb deb-test unit-suite fuzz-replay-suite regress-suite isolation-suite tap-suite worker-suite examples-suite test demo bench-enqueue fuzz
+.PHONY: version-check header-check check-majors test-majors majors-flags deb deb-test unit-suite fuzz-replay-suite regress-suite isolation-suite tap-suite worker-suite examples-suite test demo bench-enqueue fuzz
 # Pure functions on their own (test/unit), built against the server's headers.
 unit-suite: header-check
 	$(CC) $(CFLAGS) $(CPPFLAGS) -o test/unit/redirect_test test/unit/redirect_test.c src/redirect.c \
@@ -179,6 +182,9 @@ deb-test:
 # Every src/*.c compiled against each major's headers (test/majors/check).
 check-majors:
 	bash test/majors/check
+# The suites against 13, 17 and 18, each built from Debian's source package (test/majors/run).
+test-majors:
+	bash test/majors/run
 # The flags test/majors/check compiles with: this build's, less the
 # installed server's include directories.
 majors-flags:
