@@ -78,16 +78,22 @@ include $(PGXS)
 # After the include: Makefile.global resets it.
 PROVE_FLAGS = -v
 
-sql/webhook_ingest--0.3.0.sql: $(CHAIN_0.3.0) sql/fresh_install.awk
-	awk -f sql/fresh_install.awk $(CHAIN_0.3.0) > $@
-sql/webhook_ingest--0.4.0.sql: $(CHAIN_0.4.0) sql/fresh_install.awk
-	awk -f sql/fresh_install.awk $(CHAIN_0.4.0) > $@
-sql/webhook_ingest--0.5.0.sql: $(CHAIN_0.5.0) sql/fresh_install.awk
-	awk -f sql/fresh_install.awk $(CHAIN_0.5.0) > $@
-sql/webhook_ingest--0.6.0.sql: $(CHAIN_0.6.0) sql/fresh_install.awk
-	awk -f sql/fresh_install.awk $(CHAIN_0.6.0) > $@
-sql/webhook_ingest--0.7.0.sql: $(CHAIN_0.7.0) sql/fresh_install.awk
-	awk -f sql/fresh_install.awk $(CHAIN_0.7.0) > $@
+# PostgreSQL 13 has no SQL-standard function bodies (RETURN expr, since 0.6.0):
+# against it the fresh-install scripts get string bodies (sql/pre14.awk).
+ifeq ($(shell test '$(MAJORVERSION)' -lt 14 2>/dev/null && echo pre14),pre14)
+PRE14_FILTER = | awk -f sql/pre14.awk
+endif
+
+sql/webhook_ingest--0.3.0.sql: $(CHAIN_0.3.0) sql/fresh_install.awk sql/pre14.awk
+	awk -f sql/fresh_install.awk $(CHAIN_0.3.0) $(PRE14_FILTER) > $@
+sql/webhook_ingest--0.4.0.sql: $(CHAIN_0.4.0) sql/fresh_install.awk sql/pre14.awk
+	awk -f sql/fresh_install.awk $(CHAIN_0.4.0) $(PRE14_FILTER) > $@
+sql/webhook_ingest--0.5.0.sql: $(CHAIN_0.5.0) sql/fresh_install.awk sql/pre14.awk
+	awk -f sql/fresh_install.awk $(CHAIN_0.5.0) $(PRE14_FILTER) > $@
+sql/webhook_ingest--0.6.0.sql: $(CHAIN_0.6.0) sql/fresh_install.awk sql/pre14.awk
+	awk -f sql/fresh_install.awk $(CHAIN_0.6.0) $(PRE14_FILTER) > $@
+sql/webhook_ingest--0.7.0.sql: $(CHAIN_0.7.0) sql/fresh_install.awk sql/pre14.awk
+	awk -f sql/fresh_install.awk $(CHAIN_0.7.0) $(PRE14_FILTER) > $@
 
 # Every object depends on every header (PGXS tracks no header dependencies),
 # and on the Makefile, which holds EXTVERSION.
