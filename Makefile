@@ -46,6 +46,18 @@ DATA_built = $(FRESH_INSTALLS)
 
 PG_CONFIG ?= pg_config
 
+# PostgreSQL 13 has no SQL-standard function bodies (RETURN expr, used since
+# 0.6.0): built against it, the fresh-install scripts and the update scripts
+# that have such bodies get string bodies instead (sql/pre14.awk); the
+# latter are built into sql/pre14/ and installed in place of the landed ones.
+PG_MAJOR := $(shell $(PG_CONFIG) --version 2>/dev/null | sed -n 's/^PostgreSQL \([0-9]*\).*/\1/p')
+ifeq ($(shell test '$(PG_MAJOR)' -lt 14 2>/dev/null && echo pre14),pre14)
+PRE14_FILTER = | awk -f sql/pre14.awk
+PRE14_SCRIPTS := $(shell grep -l '^RETURN ' $(DATA) /dev/null)
+DATA := $(filter-out $(PRE14_SCRIPTS),$(DATA))
+DATA_built += $(patsubst sql/%,sql/pre14/%,$(PRE14_SCRIPTS))
+endif
+
 CURL_CONFIG ?= curl-config
 SHLIB_LINK += $(shell $(CURL_CONFIG) --libs 2>/dev/null || echo -lcurl)
 # OpenSSL's HMAC, base64 and CRYPTO_memcmp for src/signature.c, PEM parsing for src/tls_check.c.
@@ -78,12 +90,6 @@ include $(PGXS)
 # After the include: Makefile.global resets it.
 PROVE_FLAGS = -v
 
-# PostgreSQL 13 has no SQL-standard function bodies (RETURN expr, since 0.6.0):
-# against it the fresh-install scripts get string bodies (sql/pre14.awk).
-ifeq ($(shell test '$(MAJORVERSION)' -lt 14 2>/dev/null && echo pre14),pre14)
-PRE14_FILTER = | awk -f sql/pre14.awk
-endif
-
 sql/webhook_ingest--0.3.0.sql: $(CHAIN_0.3.0) sql/fresh_install.awk sql/pre14.awk
 	awk -f sql/fresh_install.awk $(CHAIN_0.3.0) $(PRE14_FILTER) > $@
 sql/webhook_ingest--0.4.0.sql: $(CHAIN_0.4.0) sql/fresh_install.awk sql/pre14.awk
@@ -94,6 +100,11 @@ sql/webhook_ingest--0.6.0.sql: $(CHAIN_0.6.0) sql/fresh_install.awk sql/pre14.aw
 	awk -f sql/fresh_install.awk $(CHAIN_0.6.0) $(PRE14_FILTER) > $@
 sql/webhook_ingest--0.7.0.sql: $(CHAIN_0.7.0) sql/fresh_install.awk sql/pre14.awk
 	awk -f sql/fresh_install.awk $(CHAIN_0.7.0) $(PRE14_FILTER) > $@
+
+sql/pre14/%.sql: sql/%.sql sql/pre14.awk
+	@mkdir -p sql/pre14
+	awk -f sql/pre14.awk $< > $@
+EXTRA_CLEAN += sql/pre14
 
 # Every object depends on every header (PGXS tracks no header dependencies),
 # and on the Makefile, which holds EXTVERSION.
