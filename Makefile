@@ -46,14 +46,15 @@ DATA_built = $(FRESH_INSTALLS)
 
 PG_CONFIG ?= pg_config
 
-# PostgreSQL 13 has no SQL-standard function bodies (RETURN expr, used since
-# 0.6.0): built against it, the fresh-install scripts and the update scripts
-# that have such bodies get string bodies instead (sql/pre14.awk); the
-# latter are built into sql/pre14/ and installed in place of the landed ones.
+# PostgreSQL 13 has neither SQL-standard function bodies (RETURN expr) nor
+# date_bin(), both used since 0.6.0: built against it, the fresh-install
+# scripts and the update scripts that use them are rewritten without them
+# (sql/pre14.awk); the latter are built into sql/pre14/ and installed in
+# place of the landed ones.
 PG_MAJOR := $(shell $(PG_CONFIG) --version 2>/dev/null | sed -n 's/^PostgreSQL \([0-9]*\).*/\1/p')
 ifeq ($(shell test '$(PG_MAJOR)' -lt 14 2>/dev/null && echo pre14),pre14)
 PRE14_FILTER = | awk -f sql/pre14.awk
-PRE14_SCRIPTS := $(shell grep -l '^RETURN ' $(DATA) /dev/null)
+PRE14_SCRIPTS := $(shell grep -lE '^RETURN |date_bin\(' $(DATA) /dev/null)
 DATA := $(filter-out $(PRE14_SCRIPTS),$(DATA))
 DATA_built += $(patsubst sql/%,sql/pre14/%,$(PRE14_SCRIPTS))
 endif
