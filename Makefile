@@ -54,7 +54,7 @@ PG_CONFIG ?= pg_config
 PG_MAJOR := $(shell $(PG_CONFIG) --version 2>/dev/null | sed -n 's/^PostgreSQL \([0-9]*\).*/\1/p')
 ifeq ($(shell test '$(PG_MAJOR)' -lt 14 2>/dev/null && echo pre14),pre14)
 PRE14_FILTER = | awk -f sql/pre14.awk
-PRE14_SCRIPTS := $(shell grep -lE '^RETURN |date_bin\(' $(DATA) /dev/null)
+PRE14_SCRIPTS := $(shell grep -l -e '^RETURN ' -e 'date_bin' $(DATA) /dev/null)
 DATA := $(filter-out $(PRE14_SCRIPTS),$(DATA))
 DATA_built += $(patsubst sql/%,sql/pre14/%,$(PRE14_SCRIPTS))
 endif
