@@ -2,7 +2,7 @@
  * webhook_ingest.c
  *		Module entry point: refuses to load outside shared_preload_libraries,
  *		defines the extension's settings (GUCs), asks for shared memory,
- *		installs the utility hook and registers the launcher.
+ *		installs the utility and planner hooks and registers the launcher.
  *
  * IDENTIFICATION
  *		src/webhook_ingest.c
@@ -192,5 +192,6 @@ _PG_init(void)
 	wi_shmem_init();
 	wi_log_redact_install();
 	wi_utility_hook_install();
+	wi_job_history_install();
 	wi_register_launcher();
 }

@@ -155,3 +155,17 @@ SELECT name, tls_ca IS NULL AS system_bundle, tls_client_cert IS NULL AS no_clie
   FROM webhook_ingest.sources ORDER BY 1;
 SELECT count(*) AS keys FROM webhook_ingest.source_tls_keys;
 SELECT connections_opened >= 0 AND tls_connections_opened >= 0 AS counted FROM webhook_ingest.worker_status;
+
+-- ... and through 0.8.0: the ledger's times are the values 0.6.0 computed, and
+-- an accepted event id runs no SQL function (the default is inlined: the plan
+-- shows the expression, not a call of _seconds)
+SELECT webhook_ingest._seconds('2026-12-01 12:34:56.7+00') = 849443697 AS same_seconds,
+       webhook_ingest._seconds('2000-01-01 00:00:00+00') = 0 AS from_2000,
+       webhook_ingest._at(849443697) = timestamptz '2026-12-01 12:34:57+00' AS same_time,
+       webhook_ingest._at(webhook_ingest._seconds(now())) = date_trunc('second', now() + interval '0.5 s') AS round_trip;
+CREATE FUNCTION pg_temp.plan_of(q text) RETURNS SETOF text LANGUAGE plpgsql AS
+$$ DECLARE l text; BEGIN FOR l IN EXECUTE 'EXPLAIN (VERBOSE, COSTS OFF) ' || q LOOP RETURN NEXT l; END LOOP; END $$;
+SELECT bool_or(l LIKE '%_seconds%') AS calls_seconds, bool_or(l LIKE '%EXTRACT(epoch%') AS inlined
+  FROM pg_temp.plan_of('INSERT INTO webhook_ingest.event_ledger (source_id, event_id) VALUES (1, ''x'')') l;
+SELECT bool_or(l LIKE '%_at(%') AS calls_at, bool_or(l LIKE '%to_timestamp%') AS inlined
+  FROM pg_temp.plan_of('SELECT received_at FROM webhook_ingest.events') l;

@@ -139,7 +139,7 @@ $node->safe_psql('postgres', 'ALTER EXTENSION webhook_ingest UPDATE');
 my $alter_end = time();
 diag(sprintf('ALTER EXTENSION webhook_ingest UPDATE: %.0f ms', ($alter_end - $alter_start) * 1000));
 is($node->safe_psql('postgres', q{SELECT extversion FROM pg_extension WHERE extname = 'webhook_ingest'}),
-	'0.7.0', 'updated to 0.7.0 (through 0.6.0)');
+	'0.8.0', 'updated to 0.8.0 (through 0.6.0)');
 cmp_ok($node->safe_psql('postgres', 'SELECT count(*) FROM webhook_ingest.jobs_legacy'), '>', 0.9 * $n_jobs,
 	'the update left the done jobs in jobs_legacy for the worker');
 
@@ -199,8 +199,10 @@ is($node->safe_psql('postgres', q{
 	SELECT count(*) || ' ' || pg_relation_size('webhook_ingest.jobs_legacy') FROM webhook_ingest.jobs_legacy}),
 	'0 0', 'jobs_legacy is empty and has no disk');
 is($node->safe_psql('postgres', q{
-	SELECT count(*) FROM webhook_ingest.job_history h JOIN before_jobs b USING (id) WHERE b.state = 'done'}),
-	$before{done}, 'the done jobs are in job_history');
+	SELECT count(*) FROM (SELECT id FROM webhook_ingest.job_history
+	                      UNION ALL SELECT unnest(ids) FROM webhook_ingest.job_history_packed) h
+	  JOIN before_jobs b USING (id) WHERE b.state = 'done'}),
+	$before{done}, 'the done jobs are in the history (job_history, or packed since 0.8.0), each once');
 ok($node->poll_query_until('postgres', q{
 	SELECT count(*) = 0 FROM before_jobs b JOIN webhook_ingest.jobs j USING (id)
 	 WHERE b.state IN ('pending', 'running') AND j.state <> 'done'}),
