@@ -421,6 +421,12 @@ wi_http_start(Transfer *t, long connect_timeout_ms, const char **error)
 	t->refused[0] = '\0';
 
 	curl_easy_setopt(easy, CURLOPT_URL, t->url);
+	/*
+	 * The path as url_template made it: libcurl 8 (Debian 13's 8.14) takes a
+	 * segment "%2E" or "%2E%2E" for a dot-segment and removes it, so an
+	 * external id ".." would fetch the template's parent.
+	 */
+	curl_easy_setopt(easy, CURLOPT_PATH_AS_IS, 1L);
 	curl_easy_setopt(easy, CURLOPT_PRIVATE, t);
 	curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
 #if LIBCURL_VERSION_NUM >= 0x075500

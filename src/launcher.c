@@ -22,6 +22,7 @@
 #include "access/heapam.h"
 #include "access/htup_details.h"
 #include "access/relation.h"
+#include "access/stratnum.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
@@ -37,7 +38,7 @@
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
-#include "utils/syscache.h"
+#include "utils/fmgroids.h"
 #include "utils/timestamp.h"
 #include "utils/varlena.h"
 
@@ -403,14 +404,29 @@ release_slot(Oid database)
 	ConditionVariableBroadcast(&wi_shared->slot_changed);
 }
 
-/* Does the database exist, as of now? */
+/*
+ * Does the database exist, as of now?  pg_database is read without its index
+ * (a handful of rows): the launcher is connected to no database, and before
+ * 14 a process that is has no relcache entries for the shared catalogs'
+ * indexes, so the syscache lookup there is a FATAL ("cannot read pg_class
+ * without having selected a database").
+ */
 static bool
 database_exists(Oid database)
 {
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData key;
 	bool		exists;
 
 	StartTransactionCommand();
-	exists = SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(database));
+	rel = table_open(DatabaseRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_database_oid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(database));
+	scan = systable_beginscan(rel, InvalidOid, false, NULL, 1, &key);
+	exists = HeapTupleIsValid(systable_getnext(scan));
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
 	CommitTransactionCommand();
 	return exists;
 }

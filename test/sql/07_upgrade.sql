@@ -165,7 +165,7 @@ SELECT webhook_ingest._seconds('2026-12-01 12:34:56.7+00') = 849443697 AS same_s
        webhook_ingest._at(webhook_ingest._seconds(now())) = date_trunc('second', now() + interval '0.5 s') AS round_trip;
 CREATE FUNCTION pg_temp.plan_of(q text) RETURNS SETOF text LANGUAGE plpgsql AS
 $$ DECLARE l text; BEGIN FOR l IN EXECUTE 'EXPLAIN (VERBOSE, COSTS OFF) ' || q LOOP RETURN NEXT l; END LOOP; END $$;
-SELECT bool_or(l LIKE '%_seconds%') AS calls_seconds, bool_or(l LIKE '%EXTRACT(epoch%') AS inlined
+SELECT bool_or(l LIKE '%_seconds%') AS calls_seconds, bool_or(l LIKE '%EXTRACT(epoch%' OR l LIKE '%date_part(''epoch''%') AS inlined
   FROM pg_temp.plan_of('INSERT INTO webhook_ingest.event_ledger (source_id, event_id) VALUES (1, ''x'')') l;
 SELECT bool_or(l LIKE '%_at(%') AS calls_at, bool_or(l LIKE '%to_timestamp%') AS inlined
   FROM pg_temp.plan_of('SELECT received_at FROM webhook_ingest.events') l;

@@ -4,7 +4,8 @@
 -- quotes a key.
 \set VERBOSITY default
 \set SHOW_CONTEXT never
-\getenv abs_srcdir PG_ABS_SRCDIR
+-- test/: pg_regress 15+ names it in PG_ABS_SRCDIR; before, the suite runs from the tree's top
+\set abs_srcdir `echo "${PG_ABS_SRCDIR:-$PWD/test}"`
 SELECT set_config('wi.dir', :'abs_srcdir', false) IS NOT NULL AS dir_set;
 SELECT pg_read_file(:'abs_srcdir' || '/data/tls/ca.pem') AS ca \gset
 SELECT pg_read_file(:'abs_srcdir' || '/data/tls/client.pem') AS cert \gset

@@ -73,6 +73,14 @@ $app->set_query_timer_restart;
 my $reader = $standby->background_psql('postgres', on_error_stop => 0);
 $reader->set_query_timer_restart;
 
+# LSN + n in SQL: pg_lsn + numeric is 14+, this is 13's too.
+sub lsn_plus
+{
+	my ($lsn, $n) = @_;
+	my $x = "(($lsn) - '0/0'::pg_lsn + $n)";
+	return "(to_hex(floor($x / 4294967296)::bigint) || '/' || to_hex(mod($x, 4294967296)::bigint))::pg_lsn";
+}
+
 sub q_ok
 {
 	my ($session, $sql) = @_;
@@ -239,7 +247,7 @@ is($r, 't', sprintf('wait_replayed on the primary returns true for a flushed LSN
 cmp_ok($ms, '<', 2000, '  at once');
 ($r, $ms) = replayed($app, "'FF/0'", '500ms');
 is($r, 'f', sprintf('wait_replayed on the primary returns false for an LSN not yet written (%.0f ms)', $ms));
-my $far = q_ok($reader, "SELECT pg_last_wal_replay_lsn() + 1099511627776");
+my $far = q_ok($reader, "SELECT " . lsn_plus('pg_last_wal_replay_lsn()', 1099511627776));
 ($r, $ms) = replayed($reader, "'$far'", '1s');
 is($r, 'f', "wait_replayed on the standby for a far-future LSN ($far) returns false");
 ok($ms >= 950 && $ms < 4000, sprintf('  after about its 1 s timeout: %.0f ms', $ms));
@@ -308,7 +316,7 @@ $primary->safe_psql('postgres', q{
 my $open = $primary->background_psql('postgres');
 $open->query_safe('BEGIN; UPDATE churn SET v = v + 1; SELECT txid_current()');
 $primary->wait_for_catchup($standby);
-my $target = q_ok($app, 'SELECT pg_current_wal_lsn() + 2000000');
+my $target = q_ok($app, "SELECT " . lsn_plus('pg_current_wal_lsn()', 2000000));
 my $waiter = $standby->background_psql('postgres', on_error_stop => 0);
 $waiter->query_until(qr/start/, "\\echo start\nCALL webhook_ingest.wait_replayed('$target', '20s');\n\\echo done\n");
 my $t0 = time();

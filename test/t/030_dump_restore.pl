@@ -38,14 +38,14 @@ webhook_ingest.enabled = off
 sub serve
 {
 	my ($db, $enabled) = @_;
-	$node->adjust_conf('postgresql.conf', 'webhook_ingest.database', "'$db'");
-	$node->adjust_conf('postgresql.conf', 'webhook_ingest.enabled', $enabled);
+	# (appended, the last line wins: adjust_conf is 15's, 13's PostgresNode has none)
+	$node->append_conf('postgresql.conf', "webhook_ingest.database = '$db'\nwebhook_ingest.enabled = $enabled");
 	$node->restart;
 }
 
 sub enable_worker
 {
-	$node->adjust_conf('postgresql.conf', 'webhook_ingest.enabled', 'on');
+	$node->append_conf('postgresql.conf', 'webhook_ingest.enabled = on');
 	$node->reload;
 }
 

@@ -57,7 +57,7 @@ $node->safe_psql('postgres', qq{
 	       CASE x.st WHEN 'dead' THEN 'HTTP 500' WHEN 'cancelled' THEN 'cancelled by admin' END,
 	       coalesce(x.fin, now()) - interval '1 s', coalesce(x.fin, now()), coalesce(x.fin, now()),
 	       CASE WHEN x.st IN ('done', 'running') THEN coalesce(x.fin, now()) - interval '0.5 s' END,
-	       x.fin, CASE x.st WHEN 'done' THEN '0/1000000'::pg_lsn + (i / 50) * 8192 END,
+	       x.fin, CASE x.st WHEN 'done' THEN ('0/' || to_hex(16777216 + (i / 50) * 8192))::pg_lsn END,
 	       CASE x.st WHEN 'running' THEN now() + interval '1 hour' END,
 	       CASE x.st WHEN 'running' THEN 4242 END
 	  FROM generate_series(1, $n_jobs) i,
@@ -264,7 +264,7 @@ $node->safe_psql('race', q{
 	INSERT INTO webhook_ingest.jobs (id, source, external_id, state, attempts, created_at, updated_at,
 	       next_attempt_at, finished_at, done_lsn)
 	SELECT i, 'src', 'obj-' || i, 'done', 1, now() - interval '1 day', now(), now(),
-	       now() - interval '1 hour' + i * interval '1 ms', '0/1000000'::pg_lsn + i * 8192
+	       now() - interval '1 hour' + i * interval '1 ms', ('0/' || to_hex(16777216 + i * 8192))::pg_lsn
 	  FROM generate_series(1, 20000) i;
 	INSERT INTO webhook_ingest.jobs (id, source, external_id, state, attempts, created_at, updated_at,
 	       next_attempt_at, finished_at, last_error)

@@ -43,6 +43,13 @@ sub new
 }
 
 sub port { return $_[0]->{port} }
+
+# The binary's version as [major, minor] (Debian 12: 1.18; Debian 13: 1.24).
+sub version
+{
+	my ($major, $minor) = `$binary --version` =~ /PgBouncer (\d+)\.(\d+)/;
+	return [ $major // 0, $minor // 0 ];
+}
 sub log_file { return "$_[0]->{dir}/pgbouncer.log" }
 sub log_contents { return PostgreSQL::Test::Utils::slurp_file($_[0]->log_file) }
 
