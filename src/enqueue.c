@@ -348,7 +348,7 @@ webhook_ingest_enqueue(PG_FUNCTION_ARGS)
 	source = PG_GETARG_TEXT_PP(0);
 	external_id = PG_GETARG_TEXT_PP(1);
 	wi_check_source_name(source);
-	wi_check_id("external_id", VARDATA_ANY(external_id), VARSIZE_ANY_EXHDR(external_id));
+	wi_check_external_id(VARDATA_ANY(external_id), VARSIZE_ANY_EXHDR(external_id));
 	if (!PG_ARGISNULL(3))
 	{
 		event_id = PG_GETARG_TEXT_PP(3);

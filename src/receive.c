@@ -212,7 +212,7 @@ external_id_of(text *source, const WiSourceIntake *intake, Jsonb *payload)
 						wi_clip_text(source)),
 				 errhint("The path is %s.", wi_clip(path, strlen(path)))));
 	}
-	wi_check_id("external_id", VARDATA_ANY(id), VARSIZE_ANY_EXHDR(id));
+	wi_check_external_id(VARDATA_ANY(id), VARSIZE_ANY_EXHDR(id));
 	return id;
 }
 

@@ -48,7 +48,7 @@ webhook_ingest_url_for(PG_FUNCTION_ARGS)
 	char	   *url;
 	MemoryContext caller = CurrentMemoryContext;
 
-	wi_check_id("external_id", VARDATA_ANY(id), VARSIZE_ANY_EXHDR(id));
+	wi_check_external_id(VARDATA_ANY(id), VARSIZE_ANY_EXHDR(id));
 
 	values[0] = PointerGetDatum(source);
 	SPI_connect();

@@ -102,6 +102,33 @@ wi_check_id(const char *what, const char *value, int len)
 	}
 }
 
+/*
+ * An external id names one object: it becomes one segment of the fetch's
+ * path.  So no '/'- or '\\'-separated part of it may be "." or "..": an
+ * upstream that decodes the segment before it resolves dot segments (nginx
+ * does) would read "../../admin" as another resource of the same origin,
+ * fetched with the source's headers.
+ */
+void
+wi_check_external_id(const char *value, int len)
+{
+	int			start = 0;
+
+	wi_check_id("external_id", value, len);
+	for (int i = 0; i <= len; i++)
+	{
+		if (i < len && value[i] != '/' && value[i] != '\\')
+			continue;
+		if ((i - start == 1 && value[start] == '.') ||
+			(i - start == 2 && value[start] == '.' && value[start + 1] == '.'))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("external_id must not have a \".\" or \"..\" path segment"),
+					 errdetail("It becomes one segment of the fetch's path; an upstream could resolve it to another resource.")));
+		start = i + 1;
+	}
+}
+
 static void
 check_source_name(const char *name)
 {

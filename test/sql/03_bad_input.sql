@@ -64,3 +64,10 @@ BEGIN READ ONLY;
 SELECT * FROM webhook_ingest.enqueue('bad', 'accepted-before', NULL, 'ev-ro2');
 \echo :SQLSTATE
 ROLLBACK;
+
+-- an external id with a "." or ".." path segment would address another resource of the upstream
+SELECT * FROM webhook_ingest.enqueue('blog', '..', NULL, 'dot-1');
+\echo :SQLSTATE
+SELECT * FROM webhook_ingest.enqueue('blog', 'x/../../admin', NULL, 'dot-2');
+\echo :SQLSTATE
+SELECT count(*) AS nothing_written FROM webhook_ingest.events WHERE event_id IN ('dot-1', 'dot-2');
