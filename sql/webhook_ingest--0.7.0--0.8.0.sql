@@ -252,27 +252,20 @@ BEGIN
     IF FOUND THEN
         RETURN true;
     END IF;
-    FOR r IN SELECT p.tableoid, p.ctid, cardinality(p.ids) AS n
+    FOR r IN SELECT p.tableoid, p.ctid, cardinality(p.ids) AS n, pg_catalog.array_position(p.ids, job_id) AS k
                FROM webhook_ingest.job_history_packed p
               WHERE p.block = job_id >> 7 AND job_id = ANY (p.ids) FOR UPDATE LOOP
         IF r.n = 1 THEN
             DELETE FROM webhook_ingest.job_history_packed p WHERE p.tableoid = r.tableoid AND p.ctid = r.ctid;
         ELSE
+            -- element k out of every array
             UPDATE webhook_ingest.job_history_packed p
-               SET ids = x.ids, finished = x.finished, created = x.created, started = x.started,
-                   source_ids = x.source_ids, events = x.events, attempts = x.attempts, statuses = x.statuses,
-                   external_ids = x.external_ids
-              FROM (SELECT array_agg(u.id ORDER BY u.id) AS ids, array_agg(u.finished ORDER BY u.id) AS finished,
-                           array_agg(u.created ORDER BY u.id) AS created, array_agg(u.started ORDER BY u.id) AS started,
-                           array_agg(u.source_id ORDER BY u.id) AS source_ids,
-                           array_agg(u.events ORDER BY u.id) AS events, array_agg(u.attempts ORDER BY u.id) AS attempts,
-                           array_agg(u.status ORDER BY u.id) AS statuses,
-                           array_agg(u.external_id ORDER BY u.id) AS external_ids
-                      FROM webhook_ingest.job_history_packed q,
-                           unnest(q.ids, q.finished, q.created, q.started, q.source_ids, q.events, q.attempts,
-                                  q.statuses, q.external_ids)
-                             AS u(id, finished, created, started, source_id, events, attempts, status, external_id)
-                     WHERE q.tableoid = r.tableoid AND q.ctid = r.ctid AND u.id <> job_id) x
+               SET ids = ids[:r.k - 1] || ids[r.k + 1:], finished = finished[:r.k - 1] || finished[r.k + 1:],
+                   created = created[:r.k - 1] || created[r.k + 1:], started = started[:r.k - 1] || started[r.k + 1:],
+                   source_ids = source_ids[:r.k - 1] || source_ids[r.k + 1:],
+                   events = events[:r.k - 1] || events[r.k + 1:], attempts = attempts[:r.k - 1] || attempts[r.k + 1:],
+                   statuses = statuses[:r.k - 1] || statuses[r.k + 1:],
+                   external_ids = external_ids[:r.k - 1] || external_ids[r.k + 1:]
              WHERE p.tableoid = r.tableoid AND p.ctid = r.ctid;
         END IF;
         RETURN true;
