@@ -7,7 +7,8 @@
  *		_packed_jobs(job_id) returns them one row per job, all of them or
  *		the one with that id, and only those its caller may read (the admin
  *		role all, an app role those of the sources it may enqueue into: the
- *		jobs view's rule).  It checks its caller and then reads the table as
+ *		jobs view's rule; to an app role only the columns the view lets it
+ *		read, or needs for them).  It checks its caller and then reads the table as
  *		its owner, as enqueue() does (access.c).
  *
  *		The jobs view calls _packed_jobs() for every packed job; a row of
@@ -98,6 +99,20 @@ may_read(int32 source_id, text *name, Oid caller, SourceSeen *seen, int *nseen)
 }
 
 /*
+ * An app role may read a job's id, state and done_lsn through the jobs view
+ * (a column grant), no more: of a packed job it gets the id, and the
+ * finished_at and source_id the view needs for done_lsn and its row filter;
+ * the rest NULL, so a direct call shows no more than the view would.
+ */
+static void
+app_columns_only(bool *nulls)
+{
+	nulls[2] = nulls[3] = true;		/* created_at, started_at */
+	for (int c = 5; c < PACKED_JOBS_NATTS; c++)
+		nulls[c] = true;			/* events, attempts, last_status, external_id */
+}
+
+/*
  * _packed_jobs(job_id bigint DEFAULT NULL): see the file's header.  Read
  * through a cursor, a thousand rows at a time, into the call's tuplestore
  * (which spills to disk past work_mem).
@@ -140,9 +155,13 @@ webhook_ingest_packed_jobs(PG_FUNCTION_ARGS)
 
 			for (int c = 0; c <= PACKED_JOBS_NATTS; c++)
 				values[c] = SPI_getbinval(row, desc, c + 1, &nulls[c]);
-			if (!sees_all &&
-				!may_read(DatumGetInt32(values[4]), DatumGetTextPP(values[PACKED_JOBS_NATTS]), caller, seen, &nseen))
-				continue;
+			if (!sees_all)
+			{
+				if (!may_read(DatumGetInt32(values[4]), DatumGetTextPP(values[PACKED_JOBS_NATTS]), caller, seen,
+							  &nseen))
+					continue;
+				app_columns_only(nulls);
+			}
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 		}
 		SPI_freetuptable(SPI_tuptable);

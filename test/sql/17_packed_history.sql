@@ -85,7 +85,9 @@ $$;
 SET ROLE regress_pk_app;
 SELECT count(*) AS app_sees, count(*) FILTER (WHERE state = 'done') AS done
   FROM webhook_ingest.jobs WHERE id > :base AND id <= :base + 300;
-SELECT count(*) AS app_direct, count(DISTINCT source_id) AS sources
+SELECT count(*) AS app_direct, count(DISTINCT source_id) AS sources,
+       count(external_id) + count(created_at) + count(started_at) + count(events) + count(attempts)
+       + count(last_status) AS ungranted_columns_seen
   FROM webhook_ingest._packed_jobs() WHERE id > :base AND id <= :base + 300;
 SELECT count(*) AS other_sources_job FROM webhook_ingest._packed_jobs(:base + 3);
 SELECT count(*) AS its_sources_job FROM webhook_ingest._packed_jobs(:base + 4);
