@@ -26,6 +26,10 @@ WI_PACKAGES="$WI_PACKAGES pgbouncer"
 # (test/tls/nginx.sh starts its own; the package's service is stopped), and
 # the openssl command for test/tls/make_certs.sh.
 WI_PACKAGES="$WI_PACKAGES nginx libnginx-mod-http-echo openssl"
+# High availability and scaling out (issue 16): pg_auto_failover (its
+# extension and pg_autoctl; the TAP failover tests start their own monitor and
+# nodes) and PL/Proxy, which the router extension webhook_ingest_router uses.
+WI_PACKAGES="$WI_PACKAGES postgresql-$WI_PG_MAJOR-auto-failover pg-auto-failover-cli postgresql-$WI_PG_MAJOR-plproxy"
 # make deb only (test/deb/build): pg_buildext and its debhelper sequence, and
 # dpkg-buildpackage.  Not part of make test.
 WI_DEB_PACKAGES="make gcc postgresql-$WI_PG_MAJOR postgresql-server-dev-$WI_PG_MAJOR postgresql-server-dev-all"
