@@ -134,9 +134,11 @@ rq_ok('adm', qq{
 	SELECT webhook_ingest.pause_source('private');
 	SELECT webhook_ingest.add_source('bench', 'http://127.0.0.1:$up_port/posts/{external_id}', 'store(text,jsonb,jsonb)',
 		timeout_ms => 30000);
+	-- Nothing listens on port 1: its fetches fail (recent_failures).
+	SELECT webhook_ingest.add_source('broken', 'http://127.0.0.1:1/posts/{external_id}', max_attempts => 3);
 });
 is_deeply([ on_shards(q{SELECT string_agg(name || ':' || paused, ' ' ORDER BY name) FROM webhook_ingest.sources}) ],
-	[ ('bench:false blog:false gh:false held:true private:true') x $nshards ],
+	[ ('bench:false blog:false broken:false gh:false held:true private:true') x $nshards ],
 	'add_source and pause_source reached every shard');
 is(rq_ok('adm', q{SELECT count(*) FROM webhook_ingest.check_shards()}), 0, 'check_shards: all shards agree');
 is(rq_ok('adm', q{SELECT name || ' ' || coalesce(external_id_path::text, '-') FROM webhook_ingest.sources WHERE name IN ('gh', 'blog') ORDER BY 1}),
@@ -232,6 +234,7 @@ like($err, qr/ERROR:  42501: permission denied for function enqueue/, 'a monitor
 like($err, qr/ERROR:  42501: /, 'an app role may not administer sources (42501)');
 
 # --- 5. aggregated views and the intake switch.
+my $broken_job = rq_ok('app', q{SELECT job_id FROM webhook_ingest.enqueue('broken', 'b-1')});
 my $held_direct = 0;
 $held_direct += $_ for on_shards(q{SELECT pending FROM webhook_ingest.queue_stats WHERE source = 'held'});
 is(rq_ok('mon', q{SELECT pending || ' ' || shards FROM webhook_ingest.queue_stats WHERE source = 'held'}), "$held_direct $nshards",
@@ -271,6 +274,11 @@ unlike($err, qr/password|host=|port=\d/, 'the error shows no connection string')
 ok($out eq 'queued' || $out eq 'coalesced' || $out eq 'requeued', "an object of another shard meanwhile: accepted ($out)");
 like(rq_ok('mon', 'SELECT state FROM webhook_ingest.worker_status WHERE shard = ' . $victim), qr/^unreachable$/,
 	'worker_status shows the stopped shard as unreachable');
+like(rq_ok('adm', 'SELECT shard || ' . "'|'" . ' || problem FROM webhook_ingest.check_shards()'), qr/^$victim\|unreachable: /,
+	'check_shards lists the stopped shard as unreachable');
+($rc, $out, $err) = rq('mon', q{SELECT count(*) FROM webhook_ingest.queue_stats});
+like($err, qr/WARNING:  01000: shard $victim of webhook_ingest_shards is unreachable: its rows are missing/,
+	'queue_stats without it: a WARNING naming the shard');
 sleep 3;
 my $sent_down = $router->safe_psql('postgres', 'SELECT count(*) FROM sent') - $sent_before;
 $shards[$victim]->start;
@@ -362,8 +370,11 @@ my $lat = rq_ok('mon', q{SELECT jobs || ' ' || shards || ' ' || round(done_p99_m
 my $lat_direct = 0;
 $lat_direct += $_ for on_shards(q{SELECT coalesce((SELECT jobs FROM webhook_ingest.latency WHERE source = 'bench'), 0)});
 is((split / /, $lat)[0], $lat_direct, "latency on the router: jobs summed over the shards ($lat_direct)");
-my $fail_rows = rq_ok('mon', q{SELECT count(*) FROM webhook_ingest.recent_failures WHERE job_id >> 48 = shard});
-ok(defined $fail_rows, "recent_failures over the shards, router job ids ($fail_rows rows)");
+my $lat_max = rq_ok('mon', q{SELECT round(max(done_p99_ms)) FROM webhook_ingest.latency_by_shard WHERE source = 'bench' AND jobs > 0});
+is((split / /, $lat)[2], $lat_max, "and each percentile the highest shard's (done p99 $lat_max ms)");
+my $fail_rows = rq_ok('mon', qq{SELECT count(*) || ' ' || bool_and(shard = $broken_job >> 48) FROM webhook_ingest.recent_failures
+	WHERE source = 'broken' AND job_id = $broken_job});
+like($fail_rows, qr/^[1-9]\d* true$/, "recent_failures on the router: the failing source's attempts under its router job id $broken_job ($fail_rows)");
 diag(sprintf('storm through the router: %d deliveries (%d events, 200 objects, 16 senders at 300/s) in %.1f s; shard %d down %.1f s: '
 	  . '%d refused with 08006 and re-sent, %d accepted by the other shards meanwhile; %d handler runs, %d fetches, %d overlapping, '
 	  . '%d stale, %d lost; latency on the router: %s (jobs, shards, done p99 ms)',
