@@ -1,7 +1,8 @@
 # webhook_ingest: PGXS build, test and demo entry points.
 #
 #   make              build the extension
-#   make install      install it into the PostgreSQL that PG_CONFIG names
+#   make install      install it, and the router extension webhook_ingest_router
+#                     (router/), into the PostgreSQL that PG_CONFIG names
 #   make test         (as root on Debian 12) install what is missing, build,
 #                     install and run every suite against throwaway clusters
 #   make demo         (as root) the same set-up, then the intake end to end
