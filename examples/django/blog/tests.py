@@ -239,7 +239,7 @@ class WebhookTests(TransactionTestCase):
                 error.__cause__ = cause
                 cursor = mock.MagicMock()
                 cursor.__enter__.return_value.execute.side_effect = error
-                with mock.patch("blog.views.connection") as conn:
+                with mock.patch("blog.views.connection") as conn, self.assertLogs("django.request", "ERROR"):
                     conn.cursor.return_value = cursor
                     r = self.deliver(event(new_id("post")))
                 self.assertEqual((r.status_code, r["Retry-After"], r.json().get("sqlstate")), (503, "5", code))
