@@ -160,6 +160,29 @@ rq_ok('adm', qq{SELECT webhook_ingest.alter_source('held', url_template => 'http
 	SELECT webhook_ingest.pause_source('held')});
 is(rq_ok('adm', q{SELECT count(*) FROM webhook_ingest.check_shards()}), 0, 'alter_source and pause_source through the router: all agree again');
 
+# A fan-out one shard refuses midway (its handler is missing there): the others keep the change.
+for my $i (0 .. $nshards - 2)
+{
+	$shards[$i]->safe_psql('postgres', q{CREATE FUNCTION partial_h(text, jsonb, jsonb) RETURNS void LANGUAGE sql AS 'SELECT';
+		ALTER FUNCTION partial_h(text, jsonb, jsonb) OWNER TO adm});
+}
+my $last = $nshards - 1;
+($rc, $out, $err) = rq('adm', qq{SELECT webhook_ingest.add_source('partial', 'http://127.0.0.1:$up_port/posts/{external_id}', 'partial_h(text,jsonb,jsonb)')});
+like($err, qr/ERROR:  42883: function "partial_h\(text,jsonb,jsonb\)" does not exist/, "add_source whose handler is missing on shard $last: that shard's 42883");
+like($err, qr/DETAIL:  PL\/Proxy ran it on every shard in its own transaction/, '  with a DETAIL saying some shards may have taken it');
+usleep(300_000);
+my @has_partial = on_shards(q{SELECT count(*) FROM webhook_ingest.sources WHERE name = 'partial'});
+my @expect_partial = grep { defined } ((grep { $_ } @has_partial) ? ("router|missing from the router's copy",
+	map { $has_partial[$_] ? undef : "$_|missing on this shard" } 0 .. $nshards - 1) : ());
+is(rq_ok('adm', q{SELECT string_agg(coalesce(shard::text, 'router') || '|' || problem, ' / ' ORDER BY shard NULLS FIRST)
+	FROM webhook_ingest.check_shards() WHERE source = 'partial'}), join(' / ', @expect_partial),
+	'check_shards shows what it left: ' . (join(' / ', @expect_partial) || 'nothing') . ' (shards holding it: ' . join(' ', @has_partial) . ')');
+$shards[$last]->safe_psql('postgres', q{CREATE FUNCTION partial_h(text, jsonb, jsonb) RETURNS void LANGUAGE sql AS 'SELECT';
+	ALTER FUNCTION partial_h(text, jsonb, jsonb) OWNER TO adm});
+rq_ok('adm', qq{SELECT webhook_ingest.add_source('partial', 'http://127.0.0.1:$up_port/posts/{external_id}', 'partial_h(text,jsonb,jsonb)')});
+is(rq_ok('adm', q{SELECT count(*) FROM webhook_ingest.check_shards()}) . ' ' . join(' ', on_shards(q{SELECT count(*) FROM webhook_ingest.sources WHERE name = 'partial'})),
+	'0 ' . join(' ', (1) x $nshards), 'once the handler exists there, the same add_source again completes it: every shard has it once, check_shards empty');
+
 # --- 1. routing and router job ids.
 my %placed;
 my $routing_ok = 1;
@@ -279,7 +302,11 @@ like(rq_ok('adm', 'SELECT shard || ' . "'|'" . ' || problem FROM webhook_ingest.
 ($rc, $out, $err) = rq('mon', q{SELECT count(*) FROM webhook_ingest.queue_stats});
 like($err, qr/WARNING:  01000: shard $victim of webhook_ingest_shards is unreachable: its rows are missing/,
 	'queue_stats without it: a WARNING naming the shard');
-sleep 3;
+# A fan-out while it is down: the shards that ran it keep the change, the router's copy does not.
+($rc, $out, $err) = rq('adm', qq{SELECT webhook_ingest.add_source('late', 'http://127.0.0.1:$up_port/posts/{external_id}')});
+like($err, qr/ERROR:  08006: a shard of webhook_ingest_shards is unreachable/, 'add_source with a shard down: 08006');
+is(rq_ok('adm', q{SELECT count(*) FROM webhook_ingest.sources WHERE name = 'late'}), 0, "and the router's copy is not written");
+sleep 2;
 my $sent_down = $router->safe_psql('postgres', 'SELECT count(*) FROM sent') - $sent_before;
 $shards[$victim]->start;
 my $down_s = time() - $t_stop;
@@ -307,6 +334,19 @@ close $rf;
 my ($r_out, $r_err) = ('', '');
 IPC::Run::run([ $py, "$peers/storm_send.py", 'send', 'wi', $dsn, $retry_file, 16, 0, $up_port ], '>', \$r_out, '2>', \$r_err);
 like($r_out, qr/^sent $failed_n in .* 0 failed/m, "the senders' retries after the restart: all $failed_n accepted") or diag($r_err);
+
+# The fan-out that failed, put right by running it again.  Which shards ran it before PL/Proxy gave up is
+# PL/Proxy's business; check_shards must say exactly that.
+my @has_late = on_shards(q{SELECT count(*) FROM webhook_ingest.sources WHERE name = 'late'});
+my @expect_late = grep { defined } ((grep { $_ } @has_late) ? ('router|missing from the router\'s copy',
+	map { $has_late[$_] ? undef : "$_|missing on this shard" } 0 .. $nshards - 1) : ());
+is(rq_ok('adm', q{SELECT string_agg(coalesce(shard::text, 'router') || '|' || problem, ' / ' ORDER BY shard NULLS FIRST)
+	FROM webhook_ingest.check_shards() WHERE source = 'late'}), join(' / ', @expect_late),
+	'after the restart check_shards shows what the failed add_source left (shards that had it: ' . join(' ', @has_late) . ')');
+rq_ok('adm', qq{SELECT webhook_ingest.add_source('late', 'http://127.0.0.1:$up_port/posts/{external_id}')});
+is(rq_ok('adm', q{SELECT count(*) FROM webhook_ingest.check_shards()}), 0, 'the same add_source again completes it: check_shards empty');
+is(join(' ', on_shards(q{SELECT count(*) FROM webhook_ingest.sources WHERE name = 'late'})), join(' ', (1) x $nshards),
+	'and every shard has the source once');
 
 # Handled: nothing pending or running for the storm's source on any shard.
 my $idle = 0;
@@ -380,6 +420,23 @@ diag(sprintf('storm through the router: %d deliveries (%d events, 200 objects, 1
 	  . '%d stale, %d lost; latency on the router: %s (jobs, shards, done p99 ms)',
 	scalar(@plan), scalar(keys %plan_events), $storm_s, $victim, $down_s, $failed_n, $sent_down, $runs, $fetches, $overlaps,
 	$stale, $lost, $lat));
+
+# Adding a shard, step 1 (README): double the partitions with the same connection strings; nothing moves.
+my $old = rq_ok('app', q{SELECT e.job_id FROM webhook_ingest.enqueue('held', 'obj-7', NULL, 'before-doubling') e});
+$router->safe_psql('postgres', 'ALTER SERVER webhook_ingest_shards OPTIONS (' . join(', ',
+	map { sprintf "ADD p%d 'host=%s port=%d dbname=postgres'", $_ + $nshards, $shards[$_]->host, $shards[$_]->port } 0 .. $nshards - 1) . ')');
+is(rq_ok('app', 'SELECT webhook_ingest.shard_count()'), 2 * $nshards, 'partitions doubled to ' . 2 * $nshards);
+my $same = 1;
+for my $k (1 .. 40)
+{
+	my ($id, $outcome) = split /\|/, rq_ok('app', qq{SELECT job_id, outcome FROM webhook_ingest.enqueue('held', 'obj-$k', NULL, 'after-doubling-$k')});
+	my $local = $id % 2**48;
+	my $db = int($id / 2**48) % $nshards;
+	$same = 0 unless $outcome eq 'coalesced'
+	  && $shards[$db]->safe_psql('postgres', "SELECT count(*) FROM webhook_ingest.queue WHERE id = $local AND external_id = 'obj-$k'") == 1;
+}
+ok($same, "after doubling, each of the 40 pending objects coalesces into its job on the same database (nothing moved)");
+is(rq_ok('app', "SELECT state FROM webhook_ingest.job($old)"), 'pending', 'and a router id from before the doubling still resolves');
 
 $upstream->signal('TERM');
 $upstream->finish;
