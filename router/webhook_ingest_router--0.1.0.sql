@@ -214,6 +214,19 @@ BEGIN
 END
 $fn$;
 
+-- The largest body receive passes on: webhook_ingest.max_payload_size as the shards have it (set it on the
+-- router too when the shards' is not the default; without the library it is a plain placeholder setting:
+-- a number is kB, as for the shard's setting, or a size with its unit), 1 MB by default.  A larger body is
+-- refused here with the shard's 54000 before the router parses it (a shard checks the size before the
+-- signature too).
+CREATE FUNCTION webhook_ingest._max_body_size() RETURNS bigint
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+RETURN (SELECT CASE WHEN v IS NULL OR v = '' THEN 1024 * 1024::bigint
+                    WHEN v ~ '^\s*\d+\s*$' THEN v::bigint * 1024
+                    ELSE pg_size_bytes(v) END
+          FROM (SELECT current_setting('webhook_ingest.max_payload_size', true) AS v) s);
+
 /* ---------------------------------------------------------------- remote calls (PL/Proxy) */
 
 CREATE FUNCTION webhook_ingest._enqueue_on(source text, external_id text, payload jsonb, event_id text)
@@ -294,6 +307,11 @@ DECLARE
     st text; msg text; det text; hin text;
 BEGIN
     PERFORM webhook_ingest._check_intake();
+    IF octet_length(body) > webhook_ingest._max_body_size() THEN
+        RAISE EXCEPTION 'webhook body is % bytes, over webhook_ingest.max_payload_size (% bytes)',
+            octet_length(body), webhook_ingest._max_body_size() USING ERRCODE = 'program_limit_exceeded',
+            HINT = 'Answer 400: the router refuses it before finding its shard.';
+    END IF;
     part := webhook_ingest._receive_route(source, body);
     RETURN QUERY SELECT webhook_ingest.router_job_id(part, r.job_id), r.outcome
                    FROM webhook_ingest._receive_on(source, headers, body) r;
@@ -895,7 +913,7 @@ GRANT EXECUTE ON FUNCTION webhook_ingest.shard_hash(text, text), webhook_ingest.
     webhook_ingest.job_shard(bigint), webhook_ingest.shard_job_id(bigint), webhook_ingest._route(text, text),
     webhook_ingest._shard_error(integer, text, text, text, text),
     webhook_ingest._fan_out_error(text, text, text, text), webhook_ingest._check_intake(),
-    webhook_ingest._receive_route(text, text)
+    webhook_ingest._receive_route(text, text), webhook_ingest._max_body_size()
     TO PUBLIC;
 GRANT SELECT ON webhook_ingest.intake_closed TO PUBLIC;
 -- Applications: what they may call on a shard, here routed (the shard checks them again).

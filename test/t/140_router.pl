@@ -240,6 +240,12 @@ my $bad = '{"post":{"id":{"x":1}}}';
 like($err, qr/ERROR:  22023: /, 'a signed body whose id is an object: 22023 from the shard (the router routes it to shard 0)');
 ($rc, $out, $err) = $recv->('app', 'sha256=00', 'd-4', 'not json');
 like($err, qr/ERROR:  28000: /, 'a forged body that is not JSON: 28000 (the signature is checked first, as on a shard)');
+my $big = q{SELECT * FROM webhook_ingest.receive('gh', '{}', '{"post":{"id":"gh-big"},"pad":"' || repeat('x', 1100 * 1024) || '"}')};
+($rc, $out, $err) = rq('app', $big);
+like($err, qr/ERROR:  54000: webhook body is \d+ bytes, over webhook_ingest.max_payload_size \(1048576 bytes\)/,
+	'a body over max_payload_size: 54000 from the router, before it parses it');
+($rc, $out, $err) = rq('app', "SET webhook_ingest.max_payload_size = '2MB'; $big");
+like($err, qr/ERROR:  54000: shard \d: /, "with the router's setting raised, the shard's own 54000");
 
 # --- 4. least privilege.
 rq_ok('app', q{SELECT * FROM webhook_ingest.enqueue('private', 'p-1')});
