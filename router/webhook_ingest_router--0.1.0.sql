@@ -582,9 +582,15 @@ BEGIN
         PERFORM webhook_ingest._fan_out_error(st, msg, det, hin);
     END;
     -- Every shard has it now (alter_source raised 42704 on any that had not): so does the router's copy.
-    INSERT INTO webhook_ingest.sources AS s (name, external_id_path) VALUES (alter_source.name, alter_source.external_id_path)
-    ON CONFLICT ON CONSTRAINT sources_pkey DO UPDATE SET external_id_path = coalesce(EXCLUDED.external_id_path, s.external_id_path),
-                                     updated_at = now();
+    -- A copy missing here (an add_source that failed midway) takes the path partition 0 now has.
+    UPDATE webhook_ingest.sources s SET external_id_path = coalesce(alter_source.external_id_path, s.external_id_path),
+                                        updated_at = now()
+     WHERE s.name = alter_source.name;
+    IF NOT FOUND THEN
+        INSERT INTO webhook_ingest.sources (name, external_id_path)
+        SELECT alter_source.name, coalesce(alter_source.external_id_path, o.external_id_path::jsonpath)
+          FROM (SELECT) one LEFT JOIN webhook_ingest._sources_on(0) o ON o.name = alter_source.name;
+    END IF;
 END
 $fn$;
 

@@ -183,6 +183,16 @@ rq_ok('adm', qq{SELECT webhook_ingest.add_source('partial', 'http://127.0.0.1:$u
 is(rq_ok('adm', q{SELECT count(*) FROM webhook_ingest.check_shards()}) . ' ' . join(' ', on_shards(q{SELECT count(*) FROM webhook_ingest.sources WHERE name = 'partial'})),
 	'0 ' . join(' ', (1) x $nshards), 'once the handler exists there, the same add_source again completes it: every shard has it once, check_shards empty');
 
+# A source every shard has but the router's copy lacks: alter_source through the router adds the copy,
+# with the external_id_path the shards have.
+on_shards(qq{SELECT webhook_ingest.add_source('gh2', 'http://127.0.0.1:$up_port/posts/{external_id}',
+	signature_scheme => 'github', signing_secrets => '{gh-secret}', external_id_path => '\$.post.id')});
+like(rq_ok('adm', q{SELECT problem FROM webhook_ingest.check_shards() WHERE source = 'gh2'}), qr/^missing from the router's copy$/,
+	'a source added on every shard behind the router: missing from its copy');
+rq_ok('adm', q{SELECT webhook_ingest.alter_source('gh2', timeout_ms => 5000)});
+is(rq_ok('adm', q{SELECT external_id_path || ' ' || (SELECT count(*) FROM webhook_ingest.check_shards()) FROM webhook_ingest.sources WHERE name = 'gh2'}),
+	'$."post"."id" 0', "alter_source through the router writes its copy with the shards' external_id_path; check_shards empty");
+
 # --- 1. routing and router job ids.
 my %placed;
 my $routing_ok = 1;
