@@ -909,6 +909,133 @@ BEGIN
 END
 $fn$;
 
+/* ---------------------------------------------------------------- adding a shard: moving a partition */
+
+-- The remote halves of move_partition: on the old database, the pending and running jobs of the objects
+-- whose hash & mask is target (shard_hash's expression, run on the shard), its dedup ledger and its
+-- job id sequence; on the new database, enqueue and ledger inserts in bulk, and the sequence set.
+CREATE FUNCTION webhook_ingest._moving_jobs_on(shard integer, target integer, mask integer)
+RETURNS TABLE (id bigint, source text, external_id text, payload jsonb, running boolean)
+LANGUAGE plproxy AS $fn$
+    CLUSTER 'webhook_ingest_shards';
+    RUN ON shard;
+    SELECT q.id, q.source::text AS source, q.external_id::text AS external_id, q.payload,
+           q.state = 'running' AS running
+      FROM webhook_ingest.queue q
+     WHERE q.state IN ('pending', 'running')
+       AND (('x' || substr(md5(q.source || E'\n' || q.external_id), 1, 8))::bit(32)::integer & mask) = target;
+$fn$;
+
+CREATE FUNCTION webhook_ingest._ledger_on(shard integer)
+RETURNS TABLE (source text, event_id text, received_at timestamptz)
+LANGUAGE plproxy AS $fn$
+    CLUSTER 'webhook_ingest_shards';
+    RUN ON shard;
+    SELECT e.source::text AS source, e.event_id::text AS event_id, e.received_at FROM webhook_ingest.events e;
+$fn$;
+
+CREATE FUNCTION webhook_ingest._last_job_id_on(shard integer) RETURNS bigint
+LANGUAGE plproxy AS $fn$
+    CLUSTER 'webhook_ingest_shards';
+    RUN ON shard;
+    SELECT s.last_value AS _last_job_id_on FROM webhook_ingest.jobs_id_seq s;
+$fn$;
+
+CREATE FUNCTION webhook_ingest._start_job_ids_on(shard integer, above bigint) RETURNS bigint
+LANGUAGE plproxy AS $fn$
+    CLUSTER 'webhook_ingest_shards';
+    RUN ON shard;
+    SELECT setval('webhook_ingest.jobs_id_seq', greatest(above, s.last_value)) AS _start_job_ids_on
+      FROM webhook_ingest.jobs_id_seq s;
+$fn$;
+
+CREATE FUNCTION webhook_ingest._enqueue_many_on(shard integer, sources text[], external_ids text[], payloads jsonb[])
+RETURNS bigint
+LANGUAGE plproxy AS $fn$
+    CLUSTER 'webhook_ingest_shards';
+    RUN ON shard;
+    SELECT count(*) AS _enqueue_many_on
+      FROM unnest(sources, external_ids, payloads) AS u (s, x, p),
+           LATERAL webhook_ingest.enqueue(u.s, u.x, u.p, NULL) e;
+$fn$;
+
+-- webhook_ingest.import_events() comes with webhook_ingest 0.9.0 (sql/pending/router.sql until then).
+CREATE FUNCTION webhook_ingest._insert_ledger_on(shard integer, sources text[], event_ids text[], received timestamptz[])
+RETURNS bigint
+LANGUAGE plproxy AS $fn$
+    CLUSTER 'webhook_ingest_shards';
+    RUN ON shard;
+    SELECT webhook_ingest.import_events(sources, event_ids, received) AS _insert_ledger_on;
+$fn$;
+
+CREATE FUNCTION webhook_ingest._cancel_many_on(shard integer, ids bigint[]) RETURNS bigint
+LANGUAGE plproxy AS $fn$
+    CLUSTER 'webhook_ingest_shards';
+    RUN ON shard;
+    SELECT count(*) AS _cancel_many_on FROM unnest(ids) AS u (i) WHERE webhook_ingest.cancel(u.i);
+$fn$;
+
+-- Step 2 of adding a shard (README, Adding a shard): partition part's objects still live on the database
+-- of partition from_shard (they shared its connection string until the operator pointed p<part> at the
+-- new database).  With the intake closed and none of those objects' jobs running, their pending jobs (with
+-- their payloads) are enqueued on the new database and cancelled on the old one, the old database's whole
+-- dedup ledger is copied (event ids carry no object; the others never reach the new database), and the new
+-- database's job ids start above the old one's, so that a router id of a job left behind never names
+-- another job.  Dead and cancelled jobs and the history stay on the old database.  Idempotent: run it
+-- again after a failure.  The caller must be a superuser on both databases (it sets the new one's job id
+-- sequence and writes its ledger with webhook_ingest.import_events, webhook_ingest 0.9.0), and the new
+-- database must have every source of the old one.
+CREATE FUNCTION webhook_ingest.move_partition(part integer, from_shard integer,
+                                              OUT jobs_moved bigint, OUT events_copied bigint)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    n integer := webhook_ingest.shard_count();
+    opts text[];
+    busy bigint;
+    ids bigint[];
+    srcs text[]; xids text[]; pays jsonb[];
+    evs text[]; evids text[]; evat timestamptz[];
+BEGIN
+    IF part IS NULL OR from_shard IS NULL OR part NOT BETWEEN 0 AND n - 1 OR from_shard NOT BETWEEN 0 AND n - 1
+       OR part = from_shard THEN
+        RAISE EXCEPTION 'move_partition(%, %): both must be different partitions of webhook_ingest_shards (0 to %)',
+            part, from_shard, n - 1 USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT EXISTS (SELECT FROM webhook_ingest.intake_closed) THEN
+        RAISE EXCEPTION 'the router''s intake is open' USING ERRCODE = 'object_not_in_prerequisite_state',
+            HINT = 'Close it first: SELECT webhook_ingest.close_intake(''moving a partition'').';
+    END IF;
+    SELECT array_agg(o ORDER BY o) INTO opts
+      FROM pg_catalog.pg_foreign_server s, pg_catalog.unnest(s.srvoptions) o
+     WHERE s.srvname = 'webhook_ingest_shards' AND (o LIKE format('p%s=%%', part) OR o LIKE format('p%s=%%', from_shard));
+    IF substr(opts[1], strpos(opts[1], '=') + 1) = substr(opts[2], strpos(opts[2], '=') + 1) THEN
+        RAISE EXCEPTION 'partitions % and % name the same database', part, from_shard
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = format('Point p%s at the new database first: ALTER SERVER webhook_ingest_shards OPTIONS (SET p%s ''...'').',
+                                part, part);
+    END IF;
+    SELECT count(*) FILTER (WHERE m.running), array_agg(m.id) FILTER (WHERE NOT m.running),
+           array_agg(m.source) FILTER (WHERE NOT m.running), array_agg(m.external_id) FILTER (WHERE NOT m.running),
+           array_agg(m.payload) FILTER (WHERE NOT m.running)
+      INTO busy, ids, srcs, xids, pays
+      FROM webhook_ingest._moving_jobs_on(from_shard, part, n - 1) m;
+    IF busy > 0 THEN
+        RAISE EXCEPTION '% jobs of partition % are running on shard %', busy, part, from_shard
+            USING ERRCODE = 'object_in_use', HINT = 'Wait until they finish (the intake is closed) and run it again.';
+    END IF;
+    PERFORM webhook_ingest._start_job_ids_on(part, webhook_ingest._last_job_id_on(from_shard) + 1000);
+    SELECT array_agg(l.source), array_agg(l.event_id), array_agg(l.received_at) INTO evs, evids, evat
+      FROM webhook_ingest._ledger_on(from_shard) l;
+    events_copied := coalesce(webhook_ingest._insert_ledger_on(part, coalesce(evs, '{}'), coalesce(evids, '{}'),
+                                                                coalesce(evat, '{}')), 0);
+    jobs_moved := coalesce(webhook_ingest._enqueue_many_on(part, coalesce(srcs, '{}'), coalesce(xids, '{}'),
+                                                            coalesce(pays, '{}')), 0);
+    PERFORM webhook_ingest._cancel_many_on(from_shard, coalesce(ids, '{}'));
+END
+$fn$;
+
 /* ---------------------------------------------------------------- privileges */
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA webhook_ingest FROM PUBLIC;
