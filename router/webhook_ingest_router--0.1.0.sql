@@ -4,7 +4,7 @@
  * the job operations by router id (wait_for_job, retry, cancel, job), source administration fanned out
  * to every shard (add_source, alter_source, drop_source, pause_source, resume_source) with the router's
  * copy of each source's external_id_path, check_shards, the intake switch (close_intake, open_intake),
- * and the monitoring views aggregated over the shards.  SQL and PL/Proxy only: no C.
+ * moving a partition to a new shard (move_partition), and the monitoring views aggregated over the shards.  SQL and PL/Proxy only: no C.
  *
  * The shards are the PL/Proxy cluster webhook_ingest_shards (SQL/MED server, partitions p0..pN-1, N a
  * power of two), defined by the operator after CREATE EXTENSION (README, Scaling out).  Every remote
@@ -187,9 +187,11 @@ CREATE TABLE webhook_ingest.sources (
 SELECT pg_catalog.pg_extension_config_dump('webhook_ingest.sources', '');
 
 -- The partition of a webhook for receive: the object id found with the router's copy of the source's
--- external_id_path, as the shard finds it (a string, or a number as JSON writes it).  When it finds
--- none (unknown source, no path, a body that is not JSON, no such id) partition 0's shard answers,
--- with the error the shard raises for it (after it checked the signature).
+-- external_id_path, as the shard finds it (a string, or a number as JSON writes it).  A source the copy
+-- does not have, or has without a path, is refused here as the shard would (42704, 55000: before the
+-- signature there too), never sent to a shard that might route it by a path the router does not know.
+-- When the path finds no id (a body that is not JSON, no such id, not a string or number) partition 0's
+-- shard answers, with the error it raises for it after it checked the signature.
 CREATE FUNCTION webhook_ingest._receive_route(source text, body text) RETURNS integer
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -198,8 +200,20 @@ DECLARE
     path jsonpath;
     v jsonb;
 BEGIN
+    IF source IS NULL THEN
+        RETURN 0;
+    END IF;
     SELECT s.external_id_path INTO path FROM webhook_ingest.sources s WHERE s.name = source;
-    IF path IS NULL OR body IS NULL THEN
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'source "%" does not exist', left(source, 100) USING ERRCODE = 'undefined_object',
+            HINT = 'The router does not have it: add it with webhook_ingest.add_source() on the router; webhook_ingest.check_shards() compares.';
+    END IF;
+    IF path IS NULL THEN
+        RAISE EXCEPTION 'source "%" has no external_id_path', left(source, 100)
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'receive() needs it to find the object id: set it with webhook_ingest.alter_source(), or use enqueue().';
+    END IF;
+    IF body IS NULL THEN
         RETURN 0;
     END IF;
     BEGIN

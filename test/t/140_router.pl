@@ -250,6 +250,10 @@ my $bad = '{"post":{"id":{"x":1}}}';
 like($err, qr/ERROR:  22023: /, 'a signed body whose id is an object: 22023 from the shard (the router routes it to shard 0)');
 ($rc, $out, $err) = $recv->('app', 'sha256=00', 'd-4', 'not json');
 like($err, qr/ERROR:  28000: /, 'a forged body that is not JSON: 28000 (the signature is checked first, as on a shard)');
+($rc, $out, $err) = rq('app', q{SELECT * FROM webhook_ingest.receive('nosuch', '{}', '{}')});
+like($err, qr/ERROR:  42704: source "nosuch" does not exist/, "receive into a source the router's copy lacks: 42704 from the router");
+($rc, $out, $err) = rq('app', q{SELECT * FROM webhook_ingest.receive('blog', '{}', '{"id": "x"}')});
+like($err, qr/ERROR:  55000: source "blog" has no external_id_path/, 'receive into a source without external_id_path: 55000, as on a shard');
 my $big = q{SELECT * FROM webhook_ingest.receive('gh', '{}', '{"post":{"id":"gh-big"},"pad":"' || repeat('x', 1100 * 1024) || '"}')};
 ($rc, $out, $err) = rq('app', $big);
 like($err, qr/ERROR:  54000: webhook body is \d+ bytes, over webhook_ingest.max_payload_size \(1048576 bytes\)/,
