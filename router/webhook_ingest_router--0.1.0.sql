@@ -241,6 +241,18 @@ RETURN (SELECT CASE WHEN v IS NULL OR v = '' THEN 1024 * 1024::bigint
                     ELSE pg_size_bytes(v) END
           FROM (SELECT current_setting('webhook_ingest.max_payload_size', true) AS v) s);
 
+-- When receive fails, the router's log gets the message without the statement, as a shard's does: a driver
+-- that interpolates parameters would otherwise put every forged request's headers and body into the log.
+-- log_min_error_statement is a superuser's setting: set here, for the rest of the caller's transaction, by
+-- a SECURITY DEFINER function that does nothing else (receive itself runs as the caller, and so do its
+-- connections to the shards).
+CREATE FUNCTION webhook_ingest._hide_statement_on_error() RETURNS void
+LANGUAGE sql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT pg_catalog.set_config('log_min_error_statement', 'panic', true);
+END;
+
 /* ---------------------------------------------------------------- remote calls (PL/Proxy) */
 
 CREATE FUNCTION webhook_ingest._enqueue_on(source text, external_id text, payload jsonb, event_id text)
@@ -320,19 +332,23 @@ DECLARE
     part integer;
     st text; msg text; det text; hin text;
 BEGIN
-    PERFORM webhook_ingest._check_intake();
-    IF octet_length(body) > webhook_ingest._max_body_size() THEN
-        RAISE EXCEPTION 'webhook body is % bytes, over webhook_ingest.max_payload_size (% bytes)',
-            octet_length(body), webhook_ingest._max_body_size() USING ERRCODE = 'program_limit_exceeded',
-            HINT = 'Answer 400: the router refuses it before finding its shard.';
-    END IF;
-    part := webhook_ingest._receive_route(source, body);
-    RETURN QUERY SELECT webhook_ingest.router_job_id(part, r.job_id), r.outcome
-                   FROM webhook_ingest._receive_on(source, headers, body) r;
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL,
-                            hin = PG_EXCEPTION_HINT;
-    PERFORM webhook_ingest._shard_error(part, st, msg, det, hin);
+    -- Outside the block below: its subtransaction would take the setting back with the error.
+    PERFORM webhook_ingest._hide_statement_on_error();
+    BEGIN
+        PERFORM webhook_ingest._check_intake();
+        IF octet_length(body) > webhook_ingest._max_body_size() THEN
+            RAISE EXCEPTION 'webhook body is % bytes, over webhook_ingest.max_payload_size (% bytes)',
+                octet_length(body), webhook_ingest._max_body_size() USING ERRCODE = 'program_limit_exceeded',
+                HINT = 'Answer 400: the router refuses it before finding its shard.';
+        END IF;
+        part := webhook_ingest._receive_route(source, body);
+        RETURN QUERY SELECT webhook_ingest.router_job_id(part, r.job_id), r.outcome
+                       FROM webhook_ingest._receive_on(source, headers, body) r;
+    EXCEPTION WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL,
+                                hin = PG_EXCEPTION_HINT;
+        PERFORM webhook_ingest._shard_error(part, st, msg, det, hin);
+    END;
 END
 $fn$;
 
@@ -1062,6 +1078,7 @@ GRANT EXECUTE ON FUNCTION webhook_ingest.shard_hash(text, text), webhook_ingest.
     webhook_ingest._fan_out_error(text, text, text, text), webhook_ingest._check_intake(),
     webhook_ingest._receive_route(text, text), webhook_ingest._max_body_size()
     TO PUBLIC;
+GRANT EXECUTE ON FUNCTION webhook_ingest._hide_statement_on_error() TO webhook_ingest_enqueue, webhook_ingest_admin;
 GRANT SELECT ON webhook_ingest.intake_closed TO PUBLIC;
 -- Applications: what they may call on a shard, here routed (the shard checks them again).
 GRANT EXECUTE ON FUNCTION webhook_ingest.enqueue(text, text, jsonb, text), webhook_ingest.receive(text, jsonb, text),
