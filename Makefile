@@ -1,7 +1,8 @@
 # webhook_ingest: PGXS build, test and demo entry points.
 #
 #   make              build the extension
-#   make install      install it into the PostgreSQL that PG_CONFIG names
+#   make install      install it, and the router extension webhook_ingest_router
+#                     (router/), into the PostgreSQL that PG_CONFIG names
 #   make test         (as root on Debian 12) install what is missing, build,
 #                     install and run every suite against throwaway clusters
 #   make demo         (as root) the same set-up, then the intake end to end
@@ -46,6 +47,11 @@ FRESH_INSTALLS = sql/webhook_ingest--0.3.0.sql sql/webhook_ingest--0.4.0.sql sql
 	sql/webhook_ingest--0.9.0.sql
 DATA = $(filter-out $(FRESH_INSTALLS),$(sort $(wildcard sql/webhook_ingest--*.sql)))
 DATA_built = $(FRESH_INSTALLS)
+# The companion extension for a router database in front of shards (router/, SQL only, PL/Proxy):
+# its own control file and version, installed beside webhook_ingest by the same make install.
+ROUTER_EXTENSION = webhook_ingest_router
+ROUTER_VERSION = 0.1.0
+DATA += router/$(ROUTER_EXTENSION).control router/$(ROUTER_EXTENSION)--$(ROUTER_VERSION).sql
 
 PG_CONFIG ?= pg_config
 
@@ -133,7 +139,12 @@ version-check:
 	@test "$$(grep -c '"version": "$(EXTVERSION)"' META.json)" -eq 2 || { echo "META.json: version and provides' version are not both $(EXTVERSION)"; exit 1; }
 	@head -n 1 debian/changelog | grep -qF '($(EXTVERSION))' || { echo "debian/changelog: top entry is not $(EXTVERSION)"; exit 1; }
 	@grep -qE '^## \[?$(EXTVERSION)\]?' CHANGELOG.md || { echo "CHANGELOG.md: no $(EXTVERSION) section"; exit 1; }
-	@echo "version-check: $(EXTVERSION) everywhere"
+	@grep -qx "default_version = '$(ROUTER_VERSION)'" router/$(ROUTER_EXTENSION).control \
+		|| { echo "router/$(ROUTER_EXTENSION).control: default_version is not $(ROUTER_VERSION)"; exit 1; }
+	@test -f router/$(ROUTER_EXTENSION)--$(ROUTER_VERSION).sql \
+		|| { echo "no router/$(ROUTER_EXTENSION)--$(ROUTER_VERSION).sql"; exit 1; }
+	@grep -q '"version": "$(ROUTER_VERSION)"' META.json || { echo "META.json: $(ROUTER_EXTENSION) is not $(ROUTER_VERSION)"; exit 1; }
+	@echo "version-check: $(EXTVERSION) everywhere ($(ROUTER_EXTENSION) $(ROUTER_VERSION))"
 
 # Every source file's header names it and ends with IDENTIFICATION src/<file>.
 header-check:

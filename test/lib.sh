@@ -18,8 +18,11 @@ export PG_CONFIG
 
 WI_PACKAGES="make gcc postgresql-$WI_PG_MAJOR postgresql-server-dev-$WI_PG_MAJOR libcurl4-openssl-dev libssl-dev libipc-run-perl python3 bc"
 # The examples (examples/): Django and psycopg2 for /usr/bin/python3, Node.
-WI_EXAMPLES_PACKAGES="python3-django python3-psycopg2 nodejs"
+WI_EXAMPLES_PACKAGES="python3-django nodejs"
 WI_PACKAGES="$WI_PACKAGES $WI_EXAMPLES_PACKAGES"
+# psycopg2 for /usr/bin/python3: the examples (Django) and the storm's senders
+# (bench/peers/storm_send.py), which test/t/140_router.pl runs through the router.
+WI_PACKAGES="$WI_PACKAGES python3-psycopg2"
 # pgbouncer: test/t/050_pgbouncer.pl starts its own (the package's service is stopped).
 WI_PACKAGES="$WI_PACKAGES pgbouncer"
 # TLS upstreams (test/tls/): nginx with the echo module as the test server

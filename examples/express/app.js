@@ -12,6 +12,12 @@ const UNAUTHORIZED = new Set(['28000']); // no or bad signature, timestamp outsi
 // byte or invalid UTF-8, a number out of range) and 54 (over max_payload_size,
 // nested too deep).
 const BAD_REQUEST_CLASSES = new Set(['22', '54']);
+// SQLSTATEs that mean "not now": class 08 (connection exception: behind the router
+// webhook_ingest_router, the object's shard is unreachable, 08006) and 57P03 (the
+// router's intake is closed while a shard is added).  503 with Retry-After: the
+// sender delivers again later, and a redelivery is deduplicated by its event id.
+const RETRY_LATER_CLASSES = new Set(['08']);
+const RETRY_LATER = new Set(['57P03']);
 
 function createApp(pool, { sources = ['blog', 'payments'] } = {}) {
   const app = express();
@@ -34,6 +40,9 @@ function createApp(pool, { sources = ['blog', 'payments'] } = {}) {
     } catch (err) {
       if (UNAUTHORIZED.has(err.code)) return res.status(401).json({ error: 'invalid signature' });
       if (typeof err.code === 'string' && BAD_REQUEST_CLASSES.has(err.code.slice(0, 2))) return res.status(400).json({ error: 'bad webhook', sqlstate: err.code });
+      if (typeof err.code === 'string' && (RETRY_LATER.has(err.code) || RETRY_LATER_CLASSES.has(err.code.slice(0, 2)))) {
+        return res.status(503).set('Retry-After', '5').json({ error: 'try again later', sqlstate: err.code });
+      }
       return next(err);
     }
   });

@@ -16,7 +16,9 @@ import urllib.request
 import uuid
 
 from django.conf import settings
-from django.db import connections
+from unittest import mock
+
+from django.db import OperationalError, connections
 from django.test import TransactionTestCase
 
 from .models import Category, Post, Tag
@@ -225,3 +227,19 @@ class WebhookTests(TransactionTestCase):
                 self.assertEqual((r.status_code, r.json().get("sqlstate")), (400, sqlstate), r.content[:200])
                 self.assertEqual(self.events_for(msg_id), 0)
         self.assertEqual(self.admin_count("SELECT count(*) FROM webhook_ingest.jobs WHERE id > %s", [last_job]), 0)
+
+    def test_unreachable_shard_and_closed_intake_are_503(self):
+        # What the router (webhook_ingest_router) raises: 08006 for an unreachable shard, 57P03
+        # while its intake is closed.  The view's mapping only: a cursor that raises it.
+        for code in ("08006", "08001", "57P03"):
+            with self.subTest(code):
+                cause = Exception("shard 2 of webhook_ingest_shards is unreachable")
+                cause.pgcode = code
+                error = OperationalError(str(cause))
+                error.__cause__ = cause
+                cursor = mock.MagicMock()
+                cursor.__enter__.return_value.execute.side_effect = error
+                with mock.patch("blog.views.connection") as conn, self.assertLogs("django.request", "ERROR"):
+                    conn.cursor.return_value = cursor
+                    r = self.deliver(event(new_id("post")))
+                self.assertEqual((r.status_code, r["Retry-After"], r.json().get("sqlstate")), (503, "5", code))

@@ -15,6 +15,12 @@ UNAUTHORIZED = {"28000"}  # invalid_authorization_specification: no or bad signa
 # Classes 22 (data exception: not JSON, no usable post id, an id too long, a number
 # out of range) and 54 (program limit exceeded: over max_payload_size, nested too deep).
 BAD_REQUEST_CLASSES = {"22", "54"}
+# "Not now": class 08 (connection exception: behind the router webhook_ingest_router,
+# the object's shard is unreachable, 08006) and 57P03 (the router's intake is closed
+# while a shard is added).  503 with Retry-After: the sender delivers again later, and
+# the redelivery is deduplicated by its event id.
+RETRY_LATER_CLASSES = {"08"}
+RETRY_LATER = {"57P03"}
 
 
 def _sqlstate(error):
@@ -49,6 +55,10 @@ def blog_webhook(request):
             return JsonResponse({"error": "invalid signature"}, status=401)
         if code and code[:2] in BAD_REQUEST_CLASSES:
             return JsonResponse({"error": "bad webhook", "sqlstate": code}, status=400)
+        if code and (code in RETRY_LATER or code[:2] in RETRY_LATER_CLASSES):
+            response = JsonResponse({"error": "try again later", "sqlstate": code}, status=503)
+            response["Retry-After"] = "5"
+            return response
         raise
     # A redelivery (outcome "duplicate") is answered 202 too: the sender stops retrying.
     return JsonResponse({"job_id": job_id, "outcome": outcome}, status=202)

@@ -264,3 +264,18 @@ test('a body that is not JSON, or has no usable post id, is 400 and writes nothi
   }
   assert.equal(await adminCount('SELECT count(*) FROM webhook_ingest.jobs WHERE id > $1', [rows[0].last]), 0);
 });
+
+test('a shard that is unreachable (08006) or a closed intake (57P03) is 503 with Retry-After', async () => {
+  // What the router (webhook_ingest_router) raises, from a stand-in pool: the app's mapping only.
+  for (const code of ['08006', '08001', '57P03']) {
+    const failing = { query: async () => { const e = new Error('shard 2 of webhook_ingest_shards is unreachable'); e.code = code; throw e; } };
+    const s = createApp(failing).listen(0, '127.0.0.1');
+    await new Promise((resolve) => s.once('listening', resolve));
+    try {
+      const r = await fetch(`http://127.0.0.1:${s.address().port}/webhooks/blog`, { method: 'POST', body: '{}' });
+      assert.deepEqual([r.status, r.headers.get('retry-after'), (await r.json()).sqlstate], [503, '5', code], code);
+    } finally {
+      await new Promise((resolve) => s.close(resolve));
+    }
+  }
+});
