@@ -989,7 +989,7 @@ LANGUAGE plproxy AS $fn$
            LATERAL webhook_ingest.enqueue(u.s, u.x, u.p, NULL) e;
 $fn$;
 
--- webhook_ingest.import_events() comes with webhook_ingest 0.9.0 (sql/pending/router.sql until then).
+-- webhook_ingest.import_events() comes with webhook_ingest 0.9.0.
 CREATE FUNCTION webhook_ingest._insert_ledger_on(shard integer, sources text[], event_ids text[], received timestamptz[])
 RETURNS bigint
 LANGUAGE plproxy AS $fn$
