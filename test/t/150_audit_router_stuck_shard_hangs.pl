@@ -34,25 +34,25 @@ my $fine = AuditRouter::id_on($router, 'blog', 0);
 
 # As README set it up before (connect_timeout=2 in the pN option, nothing else): still waiting.
 my $t = time();
-my ($rc, $out, $err) = AuditRouter::q($router, 'postgres', 'app',
+my ($rc, $out, $err) = AuditRouter::rq($router, 'postgres', 'app',
 	"SELECT * FROM webhook_ingest.enqueue('blog', '$stuck')", timeout => 6);
 is($err, 'timed out', sprintf('connect_timeout=2 in p1 does not bound it: still waiting after %.0f s (PL/Proxy connects asynchronously)', time() - $t));
 
 # With README's set-up now: statement_timeout for the app role on the router.
 $router->safe_psql('postgres', q{ALTER ROLE app SET statement_timeout = '2s'});
 $t = time();
-($rc, $out, $err) = AuditRouter::q($router, 'postgres', 'app', "SELECT * FROM webhook_ingest.enqueue('blog', '$stuck')", timeout => 20);
+($rc, $out, $err) = AuditRouter::rq($router, 'postgres', 'app', "SELECT * FROM webhook_ingest.enqueue('blog', '$stuck')", timeout => 20);
 my $took = time() - $t;
 like($err, qr/ERROR:  08006: shard 1 of webhook_ingest_shards is unreachable/,
 	'an object of the stuck shard: 08006 naming shard 1 (503, the sender retries), not 57014') or diag($err);
 like($err, qr/statement_timeout/, 'its DETAIL says the shard did not answer within statement_timeout');
 ok($took < 8, sprintf('within the statement timeout (%.1f s)', $took));
-($rc, $out, $err) = AuditRouter::q($router, 'postgres', 'app', "SELECT outcome FROM webhook_ingest.enqueue('blog', '$fine')", timeout => 20);
+($rc, $out, $err) = AuditRouter::rq($router, 'postgres', 'app', "SELECT outcome FROM webhook_ingest.enqueue('blog', '$fine')", timeout => 20);
 is($out, 'queued', 'an object of the other shard meanwhile: queued') or diag($err);
-($rc, $out, $err) = AuditRouter::q($router, 'postgres', 'app',
+($rc, $out, $err) = AuditRouter::rq($router, 'postgres', 'app',
 	"SELECT * FROM webhook_ingest.wait_for_job((1::bigint << 48) | 1, '1 s')", timeout => 20);
 like($err, qr/ERROR:  08006: shard 1 of webhook_ingest_shards is unreachable/, 'wait_for_job on the stuck shard: 08006 too');
-($rc, $out, $err) = AuditRouter::q($router, 'postgres', 'app', q{SELECT 1 FROM pg_sleep(3)}, timeout => 20);
+($rc, $out, $err) = AuditRouter::rq($router, 'postgres', 'app', q{SELECT 1 FROM pg_sleep(3)}, timeout => 20);
 like($err, qr/ERROR:  57014: canceling statement due to statement timeout/, 'a statement timeout outside a routed call stays 57014');
 
 close $hole;

@@ -8,7 +8,7 @@
 # went to their own shard: one object pending on two shards (two fetches at once, a delivery accepted
 # twice: dedup, coalescing and the no-concurrent-fetch guarantee gone).  Fixed: a webhook the router
 # cannot route still goes to partition 0 for the shard's own checks (signature first, then body and
-# id), but a shard that would take it has its statement fail and the router refuses it (55000).
+# id), but a shard that would take it has its statement fail and the router refuses it (57P03, which apps answer with 503: the sender retries).
 use strict;
 use warnings;
 use lib 'test/t';
@@ -24,10 +24,10 @@ my $up = 'http://127.0.0.1:18080/posts/{external_id}';
 $shard->safe_psql($_, qq{SELECT webhook_ingest.add_source('gh', '$up', signature_scheme => 'github',
 	signing_secrets => '{gh-secret}', external_id_path => '\$.id')}) for qw(s0 s1);
 my $id = AuditRouter::id_on($router, 'gh', 1);
-like(AuditRouter::q_ok($router, 'postgres', 'adm', 'SELECT source || ': ' || problem FROM webhook_ingest.check_shards()'),
+like(AuditRouter::q_ok($router, 'postgres', 'adm', q{SELECT source || ': ' || problem FROM webhook_ingest.check_shards()}),
 	qr/^gh: missing from the router's copy$/m, 'check_shards: gh missing from the router\'s copy');
 my ($rc, $out, $err) = AuditRouter::receive_github($router, 'gh', 'gh-secret', 'd-1', qq{{"id":"$id"}});
-like($err, qr/ERROR:  55000: /, "a signed webhook of a source missing from the router's copy: refused (55000)")
+like($err, qr/ERROR:  57P03: the router cannot route this webhook of source "gh"/, "a signed webhook of a source missing from the router's copy: refused (57P03: 503, the sender retries)")
   or diag("accepted: $out");
 is(AuditRouter::holders($shard, 'gh', $id), '', "no shard took it (its partition is 1: shard 0 must not)");
 ($rc, $out, $err) = AuditRouter::receive_github($router, 'gh', 'wrong', 'd-2', qq{{"id":"$id"}});
@@ -42,7 +42,7 @@ my $hid = AuditRouter::id_on($router, 'hub', 1);
 my $admin = $router->background_psql('postgres', extra_params => [ '-U', 'adm' ]);
 $admin->query_safe(q{BEGIN; SELECT webhook_ingest.alter_source('hub', external_id_path => '$.id')});
 ($rc, $out, $err) = AuditRouter::receive_github($router, 'hub', 'hub-secret', 'h-1', qq{{"id":"$hid"}});
-like($err, qr/ERROR:  55000: /, 'a webhook while the admin\'s alter_source is uncommitted: refused (55000)')
+like($err, qr/ERROR:  57P03: /, 'a webhook while the admin\'s alter_source is uncommitted: refused (57P03)')
   or diag("accepted: $out");
 $admin->query_safe('COMMIT');
 $admin->quit;

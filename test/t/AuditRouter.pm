@@ -57,7 +57,7 @@ webhook_ingest.poll_interval = 50ms
 
 # psql on NODE's DB as ROLE: (rc, stdout, stderr), errors verbose (SQLSTATE shown); %opt: timeout
 # (seconds: psql is killed then, and stderr is "timed out").
-sub q
+sub rq
 {
 	my ($node, $db, $role, $sql, %opt) = @_;
 	my ($out, $err, $timed_out) = ('', '', 0);
@@ -71,7 +71,7 @@ sub q
 sub q_ok
 {
 	my ($node, $db, $role, $sql) = @_;
-	my ($rc, $out, $err) = q($node, $db, $role, $sql);
+	my ($rc, $out, $err) = rq($node, $db, $role, $sql);
 	die "as $role on $db: $sql: $err" if $rc;
 	return $out;
 }
@@ -90,7 +90,7 @@ sub receive_github
 	my ($router, $source, $secret, $delivery, $body) = @_;
 	my $sig = 'sha256=' . hmac_sha256_hex($body, $secret);
 	(my $lit = $body) =~ s/'/''/g;
-	return q($router, 'postgres', 'app', qq{SELECT job_id || ' ' || outcome FROM webhook_ingest.receive('$source',
+	return rq($router, 'postgres', 'app', qq{SELECT job_id || ' ' || outcome FROM webhook_ingest.receive('$source',
 		jsonb_build_object('X-Hub-Signature-256', '$sig', 'X-GitHub-Delivery', '$delivery'), '$lit')});
 }
 
