@@ -89,7 +89,10 @@ RETURN coalesce(webhook_ingest.shard_of(source, external_id), 0);
 
 -- A remote call failed: a shard that cannot be reached (PL/Proxy's own XX000 for a failed connect or a
 -- lost connection, or the shard's 57P0x while it shuts down or starts) becomes 08006 naming the shard,
--- with no connection string in it; anything the shard itself raised passes through unchanged.
+-- with no connection string in it; so does the router session's statement timeout during a call to a
+-- known shard (PL/Proxy 2.10 does not bound a connect: libpq ignores connect_timeout in its
+-- asynchronous connect, so a shard that accepts and never answers is bounded only by statement_timeout,
+-- README Scaling out); anything the shard itself raised passes through unchanged.
 CREATE FUNCTION webhook_ingest._shard_error(shard integer, sqlstate text, message text, detail text, hint text)
 RETURNS void
 LANGUAGE plpgsql
@@ -98,6 +101,11 @@ AS $fn$
 DECLARE
     why text;
 BEGIN
+    IF sqlstate = '57014' AND message = 'canceling statement due to statement timeout' AND shard IS NOT NULL THEN
+        RAISE EXCEPTION 'shard % of webhook_ingest_shards is unreachable', shard USING ERRCODE = 'connection_failure',
+            DETAIL = format('It did not answer within statement_timeout (%s).', current_setting('statement_timeout')),
+            HINT = 'Answer 503 so that the sender retries.';
+    END IF;
     IF (sqlstate = 'XX000' AND message LIKE 'PL/Proxy function %' AND message !~ '\] REMOTE '
         AND message ~ '(PQconnect|PQconsumeInput|PQflush|PQsendQuery|connect timeout|query timeout|check_old_conn)')
        OR (sqlstate IN ('57P01', '57P02', '57P03') AND message ~ '\] REMOTE ')
@@ -187,9 +195,11 @@ CREATE TABLE webhook_ingest.sources (
 SELECT pg_catalog.pg_extension_config_dump('webhook_ingest.sources', '');
 
 -- The partition of a webhook for receive: the object id found with the router's copy of the source's
--- external_id_path, as the shard finds it (a string, or a number as JSON writes it).  When it finds
--- none (unknown source, no path, a body that is not JSON, no such id) partition 0's shard answers,
--- with the error the shard raises for it (after it checked the signature).
+-- external_id_path, as the shard finds it (jsonb_path_query_first with silent => true, as the shard
+-- calls it: a strict path's structural error after a first item still finds that item; a string, or a
+-- number as JSON writes it).  NULL when it finds none (unknown source, no path, a body that is not
+-- JSON, no such id): receive then lets partition 0's shard raise its error for it (after it checked
+-- the signature), but never take it (_receive_unrouted_on).
 CREATE FUNCTION webhook_ingest._receive_route(source text, body text) RETURNS integer
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -200,15 +210,15 @@ DECLARE
 BEGIN
     SELECT s.external_id_path INTO path FROM webhook_ingest.sources s WHERE s.name = source;
     IF path IS NULL OR body IS NULL THEN
-        RETURN 0;
+        RETURN NULL;
     END IF;
     BEGIN
-        v := jsonb_path_query_first(body::jsonb, path);
+        v := jsonb_path_query_first(body::jsonb, path, '{}', true);
     EXCEPTION WHEN OTHERS THEN
-        RETURN 0;
+        RETURN NULL;
     END;
     IF v IS NULL OR jsonb_typeof(v) NOT IN ('string', 'number') THEN
-        RETURN 0;
+        RETURN NULL;
     END IF;
     RETURN webhook_ingest._route(source, v #>> '{}');
 END
@@ -230,6 +240,21 @@ LANGUAGE plproxy AS $fn$
     CLUSTER 'webhook_ingest_shards';
     RUN ON webhook_ingest._receive_route(source, body);
     SELECT r.job_id, r.outcome FROM webhook_ingest.receive(source, headers, body) r;
+$fn$;
+
+-- A webhook the router could not route, on partition 0 for the shard's own checks and errors (42704,
+-- 55000, 54000, 28000, 22P02, 22023, in the shard's order): if the shard takes it instead (its
+-- definition of the source finds an id the router's copy does not: the copy is behind the shards), the
+-- remote statement fails after receive() returned, so nothing of it commits, with an error no setting
+-- can prevent (no parameter has that name) that receive turns into 57P03.  Shard 0 must never keep a
+-- webhook whose partition the router did not know: the same object would be on two shards.
+CREATE FUNCTION webhook_ingest._receive_unrouted_on(source text, headers jsonb, body text)
+RETURNS TABLE (job_id bigint, outcome text)
+LANGUAGE plproxy AS $fn$
+    CLUSTER 'webhook_ingest_shards';
+    RUN ON 0;
+    SELECT r.job_id, r.outcome FROM webhook_ingest.receive(source, headers, body) r
+     WHERE pg_catalog.current_setting('webhook_ingest_router.unrouted webhook refused: ' || r.outcome) IS NULL;
 $fn$;
 
 CREATE FUNCTION webhook_ingest._wait_for_job_on(job_id bigint, timeout interval) RETURNS boolean
@@ -277,7 +302,7 @@ BEGIN
     part := webhook_ingest._route(source, external_id);
     RETURN QUERY SELECT webhook_ingest.router_job_id(part, e.job_id), e.outcome
                    FROM webhook_ingest._enqueue_on(source, external_id, payload, event_id) e;
-EXCEPTION WHEN OTHERS THEN
+EXCEPTION WHEN OTHERS OR query_canceled THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL,
                             hin = PG_EXCEPTION_HINT;
     PERFORM webhook_ingest._shard_error(part, st, msg, det, hin);
@@ -295,11 +320,24 @@ DECLARE
 BEGIN
     PERFORM webhook_ingest._check_intake();
     part := webhook_ingest._receive_route(source, body);
+    IF part IS NULL THEN
+        part := 0;
+        PERFORM FROM webhook_ingest._receive_unrouted_on(source, headers, body);
+        RAISE EXCEPTION 'webhook_ingest._receive_unrouted_on returned' USING ERRCODE = 'internal_error';
+    END IF;
     RETURN QUERY SELECT webhook_ingest.router_job_id(part, r.job_id), r.outcome
                    FROM webhook_ingest._receive_on(source, headers, body) r;
-EXCEPTION WHEN OTHERS THEN
+EXCEPTION WHEN OTHERS OR query_canceled THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL,
                             hin = PG_EXCEPTION_HINT;
+    IF st = '42704' AND msg ~ 'unrecognized configuration parameter "webhook_ingest_router\.unrouted webhook refused: ' THEN
+        RAISE EXCEPTION 'the router cannot route this webhook of source "%"', left(source, 100)
+            USING ERRCODE = 'cannot_connect_now',
+            DETAIL = 'Shard 0 would have taken it, but the router''s copy of the source (webhook_ingest.sources) '
+                     'finds no object id in it: the copy is behind the shards (an add_source or alter_source '
+                     'not finished or not committed yet), and the object''s shard is unknown.',
+            HINT = 'Answer 503 so that the sender retries; webhook_ingest.check_shards() shows what differs.';
+    END IF;
     PERFORM webhook_ingest._shard_error(part, st, msg, det, hin);
 END
 $fn$;
@@ -315,7 +353,7 @@ DECLARE
 BEGIN
     part := webhook_ingest.job_shard(job_id);
     RETURN webhook_ingest._wait_for_job_on(job_id, timeout);
-EXCEPTION WHEN OTHERS THEN
+EXCEPTION WHEN OTHERS OR query_canceled THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL,
                             hin = PG_EXCEPTION_HINT;
     PERFORM webhook_ingest._shard_error(part, st, msg, det, hin);
@@ -332,7 +370,7 @@ DECLARE
 BEGIN
     part := webhook_ingest.job_shard(job_id);
     RETURN webhook_ingest._retry_on(job_id);
-EXCEPTION WHEN OTHERS THEN
+EXCEPTION WHEN OTHERS OR query_canceled THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL,
                             hin = PG_EXCEPTION_HINT;
     PERFORM webhook_ingest._shard_error(part, st, msg, det, hin);
@@ -349,7 +387,7 @@ DECLARE
 BEGIN
     part := webhook_ingest.job_shard(job_id);
     RETURN webhook_ingest._cancel_on(job_id);
-EXCEPTION WHEN OTHERS THEN
+EXCEPTION WHEN OTHERS OR query_canceled THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL,
                             hin = PG_EXCEPTION_HINT;
     PERFORM webhook_ingest._shard_error(part, st, msg, det, hin);
@@ -369,7 +407,7 @@ DECLARE
 BEGIN
     part := webhook_ingest.job_shard(job.job_id);
     RETURN QUERY SELECT job.job_id, part, j.id, j.state, j.done_lsn FROM webhook_ingest._job_on(job.job_id) j;
-EXCEPTION WHEN OTHERS THEN
+EXCEPTION WHEN OTHERS OR query_canceled THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL,
                             hin = PG_EXCEPTION_HINT;
     PERFORM webhook_ingest._shard_error(part, st, msg, det, hin);
@@ -902,6 +940,7 @@ GRANT SELECT ON webhook_ingest.intake_closed TO PUBLIC;
 GRANT EXECUTE ON FUNCTION webhook_ingest.enqueue(text, text, jsonb, text), webhook_ingest.receive(text, jsonb, text),
     webhook_ingest.wait_for_job(bigint, interval), webhook_ingest.job(bigint),
     webhook_ingest._enqueue_on(text, text, jsonb, text), webhook_ingest._receive_on(text, jsonb, text),
+    webhook_ingest._receive_unrouted_on(text, jsonb, text),
     webhook_ingest._wait_for_job_on(bigint, interval), webhook_ingest._job_on(bigint)
     TO webhook_ingest_enqueue, webhook_ingest_admin;
 -- Admins.
@@ -916,3 +955,22 @@ GRANT EXECUTE ON FUNCTION webhook_ingest._each_shard(text), webhook_ingest._work
 GRANT SELECT ON webhook_ingest.queue_stats, webhook_ingest.queue_stats_by_shard, webhook_ingest.worker_status,
     webhook_ingest.latency, webhook_ingest.latency_by_shard, webhook_ingest.recent_failures
     TO webhook_ingest_monitor, webhook_ingest_admin;
+
+-- A source's client key passed inline to add_source or alter_source would be in the router's server log
+-- with the statement of any error they raise (log_min_error_statement): on a shard webhook_ingest's log
+-- hook drops such statements, the router has no C.  The two run with log_min_error_statement = panic
+-- (on 15 and later, where admins may be granted SET on it; on 13 and 14 pass keys as bind parameters).
+DO $do$
+BEGIN
+    IF current_setting('server_version_num')::integer >= 150000 THEN
+        GRANT SET ON PARAMETER log_min_error_statement TO webhook_ingest_admin;
+        ALTER FUNCTION webhook_ingest.add_source(text, text, text, jsonb, integer, integer, regrole[], text, text[],
+            interval, jsonpath, jsonpath, integer, real, integer, integer, interval, text, text, text, text)
+            SET log_min_error_statement = panic;
+        ALTER FUNCTION webhook_ingest.alter_source(text, text, text, jsonb, integer, integer, boolean, regrole[],
+            boolean, text, text[], interval, jsonpath, jsonpath, boolean, boolean, integer, real, integer, integer,
+            boolean, interval, boolean, text, boolean, text, text, boolean, text, boolean)
+            SET log_min_error_statement = panic;
+    END IF;
+END
+$do$;

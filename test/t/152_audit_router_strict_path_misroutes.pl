@@ -13,7 +13,8 @@ use Test::More;
 
 my ($router, $shard) = AuditRouter::start();
 AuditRouter::q_ok($router, 'postgres', 'adm', q{SELECT webhook_ingest.add_source('gh', 'http://127.0.0.1:18080/posts/{external_id}',
-	signature_scheme => 'github', signing_secrets => '{gh-secret}', external_id_path => 'strict $.items[*].id')});
+	signature_scheme => 'github', signing_secrets => '{gh-secret}', external_id_path => 'strict $.items[*].id');
+	SELECT webhook_ingest.pause_source('gh');});
 my $id = AuditRouter::id_on($router, 'gh', 1);
 my ($rc, $out, $err) = AuditRouter::receive_github($router, 'gh', 'gh-secret', 'd-1', qq{{"items":[{"id":"$id"},5]}});
 like($out, qr/^\d+ queued$/, 'a signed body whose strict path errs after the first id: queued') or diag($err);
