@@ -182,6 +182,26 @@ BEGIN ATOMIC
     DELETE FROM webhook_ingest.intake_closed;
 END;
 
+-- The limit the shards apply to a body before its signature: webhook_ingest.max_payload_size (kB, or with
+-- a unit), set on the router too when the shards' is not the default, 1024 kB.  A body over it is
+-- refused with the shard's 54000, unparsed.
+CREATE FUNCTION webhook_ingest._check_body_size(body text) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    setting text := coalesce(nullif(current_setting('webhook_ingest.max_payload_size', true), ''), '1024');
+    limit_kb bigint;
+BEGIN
+    limit_kb := CASE WHEN setting ~ '^\d{1,9}$' THEN setting::bigint ELSE pg_size_bytes(setting) / 1024 END;
+    IF octet_length(body) > limit_kb * 1024 THEN
+        RAISE EXCEPTION 'body of % bytes exceeds webhook_ingest.max_payload_size (% kB)', octet_length(body), limit_kb
+            USING ERRCODE = 'program_limit_exceeded',
+            HINT = 'Raise webhook_ingest.max_payload_size on the shards and on the router.';
+    END IF;
+END
+$fn$;
+
 /* ---------------------------------------------------------------- the router's copy of the sources */
 
 -- What the router needs of each source: its name and external_id_path (receive routes by the object
@@ -199,7 +219,10 @@ SELECT pg_catalog.pg_extension_config_dump('webhook_ingest.sources', '');
 -- calls it: a strict path's structural error after a first item still finds that item; a string, or a
 -- number as JSON writes it).  NULL when it finds none (unknown source, no path, a body that is not
 -- JSON, no such id): receive then lets partition 0's shard raise its error for it (after it checked
--- the signature), but never take it (_receive_unrouted_on).
+-- the signature), but never take it (_receive_unrouted_on).  Before anything: the intake switch (it is
+-- PL/Proxy's RUN ON function, so a direct call of _receive_on is switched off too), and a body over
+-- webhook_ingest.max_payload_size is refused as the shard refuses it, before it is parsed (54000): an
+-- unsigned sender's 20 MB body cost the router two jsonb parses, 5.6 s, where the shard spends 0.1 s.
 CREATE FUNCTION webhook_ingest._receive_route(source text, body text) RETURNS integer
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -208,6 +231,8 @@ DECLARE
     path jsonpath;
     v jsonb;
 BEGIN
+    PERFORM webhook_ingest._check_intake();
+    PERFORM webhook_ingest._check_body_size(body);
     SELECT s.external_id_path INTO path FROM webhook_ingest.sources s WHERE s.name = source;
     IF path IS NULL OR body IS NULL THEN
         RETURN NULL;
@@ -226,11 +251,34 @@ $fn$;
 
 /* ---------------------------------------------------------------- remote calls (PL/Proxy) */
 
+-- The RUN ON functions of the intake's remote calls check the intake switch: an app may call
+-- _enqueue_on and _receive_on itself (it needs EXECUTE on them: PL/Proxy connects as current_user, so
+-- no wrapper may be SECURITY DEFINER), and close_intake must hold for those calls too.
+CREATE FUNCTION webhook_ingest._enqueue_route(source text, external_id text) RETURNS integer
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    PERFORM webhook_ingest._check_intake();
+    RETURN webhook_ingest._route(source, external_id);
+END
+$fn$;
+
+CREATE FUNCTION webhook_ingest._unrouted_route() RETURNS integer
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    PERFORM webhook_ingest._check_intake();
+    RETURN 0;
+END
+$fn$;
+
 CREATE FUNCTION webhook_ingest._enqueue_on(source text, external_id text, payload jsonb, event_id text)
 RETURNS TABLE (job_id bigint, outcome text)
 LANGUAGE plproxy AS $fn$
     CLUSTER 'webhook_ingest_shards';
-    RUN ON webhook_ingest._route(source, external_id);
+    RUN ON webhook_ingest._enqueue_route(source, external_id);
     SELECT e.job_id, e.outcome FROM webhook_ingest.enqueue(source, external_id, payload, event_id) e;
 $fn$;
 
@@ -252,7 +300,7 @@ CREATE FUNCTION webhook_ingest._receive_unrouted_on(source text, headers jsonb, 
 RETURNS TABLE (job_id bigint, outcome text)
 LANGUAGE plproxy AS $fn$
     CLUSTER 'webhook_ingest_shards';
-    RUN ON 0;
+    RUN ON webhook_ingest._unrouted_route();
     SELECT r.job_id, r.outcome FROM webhook_ingest.receive(source, headers, body) r
      WHERE pg_catalog.current_setting('webhook_ingest_router.unrouted webhook refused: ' || r.outcome) IS NULL;
 $fn$;
@@ -675,6 +723,15 @@ LANGUAGE plproxy AS $fn$
       FROM webhook_ingest.sources s;
 $fn$;
 
+-- The role a shard sees for the caller: it must be the caller (no user in the pN options or the user
+-- mapping, no default_user option), or every role would act there with one role's rights.
+CREATE FUNCTION webhook_ingest._role_on(shard integer) RETURNS text
+LANGUAGE plproxy AS $fn$
+    CLUSTER 'webhook_ingest_shards';
+    RUN ON shard;
+    SELECT current_user::text AS _role_on;
+$fn$;
+
 CREATE FUNCTION webhook_ingest._queue_stats_on(shard integer)
 RETURNS TABLE (source text, paused boolean, pending bigint, due_now bigint, running bigint,
                retry_waiting bigint, done_last_hour bigint, retried_last_hour bigint, dead bigint,
@@ -842,7 +899,8 @@ SELECT f.shard, f.failed_at, webhook_ingest.router_job_id(f.shard, f.job_id) AS 
 
 /* ---------------------------------------------------------------- do the shards agree? */
 
--- Every disagreement: a shard that cannot be reached; a source missing on some shard; a source whose
+-- Every disagreement: a shard that cannot be reached; a shard that sees the caller as another role; a
+-- source missing on some shard; a source whose
 -- definition differs between shards (the shards that differ from the majority's definition, or every
 -- shard holding it when no definition has a majority); a source missing from the router's copy, or whose
 -- external_id_path there is not the shards'; one in the router's copy that no shard has.  No rows:
@@ -856,6 +914,7 @@ DECLARE
     n integer := webhook_ingest.shard_count();
     seen jsonb := '[]';      -- every reached shard's sources: {shard, name, digest, path}
     reached integer[] := '{}';
+    who text;
     st text; msg text; det text;
 BEGIN
     IF n = 0 THEN
@@ -870,6 +929,13 @@ BEGIN
                                                                           'path', s.external_id_path))
                                         FROM webhook_ingest._sources_on(part) s), '[]');
             reached := reached || part;
+            who := webhook_ingest._role_on(part);
+            IF who IS DISTINCT FROM current_user::text THEN
+                RETURN QUERY SELECT part, NULL::text,
+                    format('connects as role %s, not as the calling role %s: a user in its pN option or in the '
+                           'user mapping, or a default_user option (every role then acts on the shard as that one)',
+                           coalesce(who, 'NULL'), current_user);
+            END IF;
         EXCEPTION WHEN OTHERS THEN
             GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT;
             BEGIN
@@ -940,7 +1006,8 @@ GRANT SELECT ON webhook_ingest.intake_closed TO PUBLIC;
 GRANT EXECUTE ON FUNCTION webhook_ingest.enqueue(text, text, jsonb, text), webhook_ingest.receive(text, jsonb, text),
     webhook_ingest.wait_for_job(bigint, interval), webhook_ingest.job(bigint),
     webhook_ingest._enqueue_on(text, text, jsonb, text), webhook_ingest._receive_on(text, jsonb, text),
-    webhook_ingest._receive_unrouted_on(text, jsonb, text),
+    webhook_ingest._receive_unrouted_on(text, jsonb, text), webhook_ingest._enqueue_route(text, text),
+    webhook_ingest._unrouted_route(), webhook_ingest._check_body_size(text),
     webhook_ingest._wait_for_job_on(bigint, interval), webhook_ingest._job_on(bigint)
     TO webhook_ingest_enqueue, webhook_ingest_admin;
 -- Admins.

@@ -84,13 +84,15 @@ sub id_on
 		WHERE webhook_ingest.shard_of('$source', 'o' || k) = $part});
 }
 
-# receive() on the router as app with a GitHub signature over BODY with SECRET: (rc, out, err).
+# receive() (or FN, default receive) on the router as app with a GitHub signature over BODY with
+# SECRET: (rc, out, err).
 sub receive_github
 {
-	my ($router, $source, $secret, $delivery, $body) = @_;
+	my ($router, $source, $secret, $delivery, $body, $fn) = @_;
+	$fn //= 'receive';
 	my $sig = 'sha256=' . hmac_sha256_hex($body, $secret);
 	(my $lit = $body) =~ s/'/''/g;
-	return rq($router, 'postgres', 'app', qq{SELECT job_id || ' ' || outcome FROM webhook_ingest.receive('$source',
+	return rq($router, 'postgres', 'app', qq{SELECT job_id || ' ' || outcome FROM webhook_ingest.$fn('$source',
 		jsonb_build_object('X-Hub-Signature-256', '$sig', 'X-GitHub-Delivery', '$delivery'), '$lit')});
 }
 
