@@ -249,6 +249,66 @@ BEGIN
 END
 $fn$;
 
+/* ---------------------------------------------------------------- every remote call: as the caller */
+
+-- PL/Proxy connects as current_user only when no user mapping names a user: a role with USAGE on the
+-- server (every app, admin and monitor: PL/Proxy requires it) may CREATE USER MAPPING FOR itself
+-- OPTIONS (user 'postgres'), and then reached every shard as that role (a superuser where the shards
+-- trust the router's host): enqueue into any source, every job, a source's proxy set by an admin.
+-- Every remote call's RUN ON function (PL/Proxy evaluates it before it connects) refuses a caller
+-- whose own mapping names another user (42501).  Not SECURITY DEFINER: current_user is the caller,
+-- and pg_user_mappings shows a role its own mapping's options.
+CREATE FUNCTION webhook_ingest._check_caller() RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    named text;
+BEGIN
+    SELECT substr(o, 6) INTO named
+      FROM pg_catalog.pg_user_mappings m, pg_catalog.unnest(m.umoptions) o
+     WHERE m.srvname = 'webhook_ingest_shards' AND m.usename = current_user::text AND o LIKE 'user=%'
+       AND substr(o, 6) <> current_user::text;
+    IF FOUND THEN
+        RAISE EXCEPTION 'the user mapping of role % on webhook_ingest_shards names user %', current_user, left(named, 100)
+            USING ERRCODE = 'insufficient_privilege',
+            DETAIL = 'The router reaches the shards only as the calling role.',
+            HINT = 'DROP USER MAPPING FOR CURRENT_USER SERVER webhook_ingest_shards (or give it no user option).';
+    END IF;
+END
+$fn$;
+
+-- The RUN ON functions of the calls by partition number and of the fan-outs.
+CREATE FUNCTION webhook_ingest._part(shard integer) RETURNS integer
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    PERFORM webhook_ingest._check_caller();
+    RETURN shard;
+END
+$fn$;
+
+CREATE FUNCTION webhook_ingest._job_part(job_id bigint) RETURNS integer
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    PERFORM webhook_ingest._check_caller();
+    RETURN webhook_ingest.job_shard(job_id);
+END
+$fn$;
+
+CREATE FUNCTION webhook_ingest._all_parts() RETURNS SETOF integer
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    PERFORM webhook_ingest._check_caller();
+    RETURN QUERY SELECT g FROM generate_series(0, webhook_ingest.shard_count() - 1) g;
+END
+$fn$;
+
 /* ---------------------------------------------------------------- remote calls (PL/Proxy) */
 
 -- The RUN ON functions of the intake's remote calls check the intake switch: an app may call
@@ -259,8 +319,19 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 BEGIN
+    PERFORM webhook_ingest._check_caller();
     PERFORM webhook_ingest._check_intake();
     RETURN webhook_ingest._route(source, external_id);
+END
+$fn$;
+
+CREATE FUNCTION webhook_ingest._receive_part(source text, body text) RETURNS integer
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    PERFORM webhook_ingest._check_caller();
+    RETURN webhook_ingest._receive_route(source, body);
 END
 $fn$;
 
@@ -269,6 +340,7 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 BEGIN
+    PERFORM webhook_ingest._check_caller();
     PERFORM webhook_ingest._check_intake();
     RETURN 0;
 END
@@ -286,7 +358,7 @@ CREATE FUNCTION webhook_ingest._receive_on(source text, headers jsonb, body text
 RETURNS TABLE (job_id bigint, outcome text)
 LANGUAGE plproxy AS $fn$
     CLUSTER 'webhook_ingest_shards';
-    RUN ON webhook_ingest._receive_route(source, body);
+    RUN ON webhook_ingest._receive_part(source, body);
     SELECT r.job_id, r.outcome FROM webhook_ingest.receive(source, headers, body) r;
 $fn$;
 
@@ -308,28 +380,28 @@ $fn$;
 CREATE FUNCTION webhook_ingest._wait_for_job_on(job_id bigint, timeout interval) RETURNS boolean
 LANGUAGE plproxy AS $fn$
     CLUSTER 'webhook_ingest_shards';
-    RUN ON webhook_ingest.job_shard(job_id);
+    RUN ON webhook_ingest._job_part(job_id);
     SELECT webhook_ingest.wait_for_job(job_id & 281474976710655, timeout) AS _wait_for_job_on;
 $fn$;
 
 CREATE FUNCTION webhook_ingest._retry_on(job_id bigint) RETURNS boolean
 LANGUAGE plproxy AS $fn$
     CLUSTER 'webhook_ingest_shards';
-    RUN ON webhook_ingest.job_shard(job_id);
+    RUN ON webhook_ingest._job_part(job_id);
     SELECT webhook_ingest.retry(job_id & 281474976710655) AS _retry_on;
 $fn$;
 
 CREATE FUNCTION webhook_ingest._cancel_on(job_id bigint) RETURNS boolean
 LANGUAGE plproxy AS $fn$
     CLUSTER 'webhook_ingest_shards';
-    RUN ON webhook_ingest.job_shard(job_id);
+    RUN ON webhook_ingest._job_part(job_id);
     SELECT webhook_ingest.cancel(job_id & 281474976710655) AS _cancel_on;
 $fn$;
 
 CREATE FUNCTION webhook_ingest._job_on(job_id bigint) RETURNS TABLE (id bigint, state text, done_lsn pg_lsn)
 LANGUAGE plproxy AS $fn$
     CLUSTER 'webhook_ingest_shards';
-    RUN ON webhook_ingest.job_shard(job_id);
+    RUN ON webhook_ingest._job_part(job_id);
     SELECT j.id, j.state::text AS state, j.done_lsn FROM webhook_ingest.jobs j
      WHERE j.id = job_id & 281474976710655;
 $fn$;
@@ -478,7 +550,7 @@ CREATE FUNCTION webhook_ingest._add_source_all(
 RETURNS SETOF integer
 LANGUAGE plproxy AS $fn$
     CLUSTER 'webhook_ingest_shards';
-    RUN ON ALL;
+    RUN ON webhook_ingest._all_parts();
     SELECT count(*)::integer AS _add_source_all FROM (
         SELECT webhook_ingest.add_source(name, url_template, handler::regprocedure, headers, timeout_ms,
                                          max_attempts, enqueue_roles, signature_scheme, signing_secrets,
@@ -500,7 +572,7 @@ CREATE FUNCTION webhook_ingest._alter_source_all(
 RETURNS SETOF integer
 LANGUAGE plproxy AS $fn$
     CLUSTER 'webhook_ingest_shards';
-    RUN ON ALL;
+    RUN ON webhook_ingest._all_parts();
     SELECT 1 AS _alter_source_all FROM (
         SELECT webhook_ingest.alter_source(name, url_template, handler::regprocedure, headers, timeout_ms,
                                            max_attempts, drop_handler, enqueue_roles, reset_enqueue_roles,
@@ -515,7 +587,7 @@ $fn$;
 CREATE FUNCTION webhook_ingest._drop_source_all(name text, force boolean) RETURNS SETOF integer
 LANGUAGE plproxy AS $fn$
     CLUSTER 'webhook_ingest_shards';
-    RUN ON ALL;
+    RUN ON webhook_ingest._all_parts();
     SELECT count(*)::integer AS _drop_source_all FROM (
         SELECT webhook_ingest.drop_source(name, force)
           FROM (SELECT) one
@@ -525,14 +597,14 @@ $fn$;
 CREATE FUNCTION webhook_ingest._pause_source_all(name text) RETURNS SETOF integer
 LANGUAGE plproxy AS $fn$
     CLUSTER 'webhook_ingest_shards';
-    RUN ON ALL;
+    RUN ON webhook_ingest._all_parts();
     SELECT 1 AS _pause_source_all FROM (SELECT webhook_ingest.pause_source(name)) paused;
 $fn$;
 
 CREATE FUNCTION webhook_ingest._resume_source_all(name text) RETURNS SETOF integer
 LANGUAGE plproxy AS $fn$
     CLUSTER 'webhook_ingest_shards';
-    RUN ON ALL;
+    RUN ON webhook_ingest._all_parts();
     SELECT 1 AS _resume_source_all FROM (SELECT webhook_ingest.resume_source(name)) resumed;
 $fn$;
 
@@ -716,7 +788,7 @@ CREATE FUNCTION webhook_ingest._sources_on(shard integer)
 RETURNS TABLE (name text, digest text, external_id_path text)
 LANGUAGE plproxy AS $fn$
     CLUSTER 'webhook_ingest_shards';
-    RUN ON shard;
+    RUN ON webhook_ingest._part(shard);
     SELECT s.name::text AS name,
            md5((to_jsonb(s) - 'id' - 'created_at' - 'updated_at')::text) AS digest,
            s.external_id_path::text AS external_id_path
@@ -728,7 +800,7 @@ $fn$;
 CREATE FUNCTION webhook_ingest._role_on(shard integer) RETURNS text
 LANGUAGE plproxy AS $fn$
     CLUSTER 'webhook_ingest_shards';
-    RUN ON shard;
+    RUN ON webhook_ingest._part(shard);
     SELECT current_user::text AS _role_on;
 $fn$;
 
@@ -738,7 +810,7 @@ RETURNS TABLE (source text, paused boolean, pending bigint, due_now bigint, runn
                backlog_age interval, in_flight integer, throttled_until timestamptz, throttled_by text)
 LANGUAGE plproxy AS $fn$
     CLUSTER 'webhook_ingest_shards';
-    RUN ON shard;
+    RUN ON webhook_ingest._part(shard);
     SELECT q.source::text AS source, q.paused, q.pending, q.due_now, q.running, q.retry_waiting,
            q.done_last_hour, q.retried_last_hour, q.dead, q.backlog_age, q.in_flight, q.throttled_until,
            q.throttled_by
@@ -752,7 +824,7 @@ RETURNS TABLE (pid integer, database text, state text, started_at timestamptz, i
                connections_opened bigint, tls_connections_opened bigint)
 LANGUAGE plproxy AS $fn$
     CLUSTER 'webhook_ingest_shards';
-    RUN ON shard;
+    RUN ON webhook_ingest._part(shard);
     SELECT w.pid, w.database, w.state, w.started_at, w.in_flight, w.claimed, w.fetched, w.succeeded,
            w.retried, w.dead, w.handler_errors, w.bytes, w.last_error, w.last_error_at,
            w.connections_opened, w.tls_connections_opened
@@ -765,7 +837,7 @@ RETURNS TABLE (source text, jobs bigint, done_p50_ms double precision, done_p95_
                fetch_p99_ms double precision)
 LANGUAGE plproxy AS $fn$
     CLUSTER 'webhook_ingest_shards';
-    RUN ON shard;
+    RUN ON webhook_ingest._part(shard);
     SELECT l.source, l.jobs, l.done_p50_ms, l.done_p95_ms, l.done_p99_ms, l.fetch_p50_ms, l.fetch_p95_ms,
            l.fetch_p99_ms
       FROM webhook_ingest.latency l;
@@ -776,7 +848,7 @@ RETURNS TABLE (failed_at timestamptz, job_id bigint, source text, external_id te
                http_status integer, error text, fetch_ms double precision, outcome text)
 LANGUAGE plproxy AS $fn$
     CLUSTER 'webhook_ingest_shards';
-    RUN ON shard;
+    RUN ON webhook_ingest._part(shard);
     SELECT f.failed_at, f.job_id, f.source, f.external_id, f.attempt, f.http_status, f.error, f.fetch_ms,
            f.outcome
       FROM webhook_ingest.recent_failures f;
@@ -1007,7 +1079,8 @@ GRANT EXECUTE ON FUNCTION webhook_ingest.enqueue(text, text, jsonb, text), webho
     webhook_ingest.wait_for_job(bigint, interval), webhook_ingest.job(bigint),
     webhook_ingest._enqueue_on(text, text, jsonb, text), webhook_ingest._receive_on(text, jsonb, text),
     webhook_ingest._receive_unrouted_on(text, jsonb, text), webhook_ingest._enqueue_route(text, text),
-    webhook_ingest._unrouted_route(), webhook_ingest._check_body_size(text),
+    webhook_ingest._unrouted_route(), webhook_ingest._check_body_size(text), webhook_ingest._check_caller(),
+    webhook_ingest._receive_part(text, text), webhook_ingest._job_part(bigint),
     webhook_ingest._wait_for_job_on(bigint, interval), webhook_ingest._job_on(bigint)
     TO webhook_ingest_enqueue, webhook_ingest_admin;
 -- Admins.
@@ -1016,6 +1089,7 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON webhook_ingest.sources TO webhook_ingest
 GRANT INSERT, UPDATE, DELETE ON webhook_ingest.intake_closed TO webhook_ingest_admin;
 -- Monitors: the views (each shard checks the role again).
 GRANT EXECUTE ON FUNCTION webhook_ingest._each_shard(text), webhook_ingest._worker_status_all(),
+    webhook_ingest._check_caller(), webhook_ingest._part(integer),
     webhook_ingest._queue_stats_on(integer), webhook_ingest._worker_status_on(integer),
     webhook_ingest._latency_on(integer), webhook_ingest._recent_failures_on(integer)
     TO webhook_ingest_monitor;
