@@ -1104,7 +1104,8 @@ GRANT SELECT ON webhook_ingest.queue_stats, webhook_ingest.queue_stats_by_shard,
 DO $do$
 BEGIN
     IF current_setting('server_version_num')::integer >= 150000 THEN
-        GRANT SET ON PARAMETER log_min_error_statement TO webhook_ingest_admin;
+        -- (EXECUTE: a DO block's statements are parsed when it is compiled, and 13 and 14 have no such GRANT)
+        EXECUTE 'GRANT SET ON PARAMETER log_min_error_statement TO webhook_ingest_admin';
         ALTER FUNCTION webhook_ingest.add_source(text, text, text, jsonb, integer, integer, regrole[], text, text[],
             interval, jsonpath, jsonpath, integer, real, integer, integer, interval, text, text, text, text)
             SET log_min_error_statement = panic;
