@@ -89,7 +89,10 @@ RETURN coalesce(webhook_ingest.shard_of(source, external_id), 0);
 
 -- A remote call failed: a shard that cannot be reached (PL/Proxy's own XX000 for a failed connect or a
 -- lost connection, or the shard's 57P0x while it shuts down or starts) becomes 08006 naming the shard,
--- with no connection string in it; anything the shard itself raised passes through unchanged.
+-- with no connection string in it; so does the router session's statement timeout during a call to a
+-- known shard (PL/Proxy 2.10 does not bound a connect: libpq ignores connect_timeout in its
+-- asynchronous connect, so a shard that accepts and never answers is bounded only by statement_timeout,
+-- README Scaling out); anything the shard itself raised passes through unchanged.
 CREATE FUNCTION webhook_ingest._shard_error(shard integer, sqlstate text, message text, detail text, hint text)
 RETURNS void
 LANGUAGE plpgsql
@@ -98,6 +101,11 @@ AS $fn$
 DECLARE
     why text;
 BEGIN
+    IF sqlstate = '57014' AND message = 'canceling statement due to statement timeout' AND shard IS NOT NULL THEN
+        RAISE EXCEPTION 'shard % of webhook_ingest_shards is unreachable', shard USING ERRCODE = 'connection_failure',
+            DETAIL = format('It did not answer within statement_timeout (%s).', current_setting('statement_timeout')),
+            HINT = 'Answer 503 so that the sender retries.';
+    END IF;
     IF (sqlstate = 'XX000' AND message LIKE 'PL/Proxy function %' AND message !~ '\] REMOTE '
         AND message ~ '(PQconnect|PQconsumeInput|PQflush|PQsendQuery|connect timeout|query timeout|check_old_conn)')
        OR (sqlstate IN ('57P01', '57P02', '57P03') AND message ~ '\] REMOTE ')
@@ -174,6 +182,26 @@ BEGIN ATOMIC
     DELETE FROM webhook_ingest.intake_closed;
 END;
 
+-- The limit the shards apply to a body before its signature: webhook_ingest.max_payload_size (kB, or with
+-- a unit), set on the router too when the shards' is not the default, 1024 kB.  A body over it is
+-- refused with the shard's 54000, unparsed.
+CREATE FUNCTION webhook_ingest._check_body_size(body text) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    setting text := coalesce(nullif(current_setting('webhook_ingest.max_payload_size', true), ''), '1024');
+    limit_kb bigint;
+BEGIN
+    limit_kb := CASE WHEN setting ~ '^\d{1,9}$' THEN setting::bigint ELSE pg_size_bytes(setting) / 1024 END;
+    IF octet_length(body) > limit_kb * 1024 THEN
+        RAISE EXCEPTION 'body of % bytes exceeds webhook_ingest.max_payload_size (% kB)', octet_length(body), limit_kb
+            USING ERRCODE = 'program_limit_exceeded',
+            HINT = 'Raise webhook_ingest.max_payload_size on the shards and on the router.';
+    END IF;
+END
+$fn$;
+
 /* ---------------------------------------------------------------- the router's copy of the sources */
 
 -- What the router needs of each source: its name and external_id_path (receive routes by the object
@@ -187,11 +215,17 @@ CREATE TABLE webhook_ingest.sources (
 SELECT pg_catalog.pg_extension_config_dump('webhook_ingest.sources', '');
 
 -- The partition of a webhook for receive: the object id found with the router's copy of the source's
--- external_id_path, as the shard finds it (a string, or a number as JSON writes it).  A source the copy
--- does not have, or has without a path, is refused here as the shard would (42704, 55000: before the
--- signature there too), never sent to a shard that might route it by a path the router does not know.
--- When the path finds no id (a body that is not JSON, no such id, not a string or number) partition 0's
--- shard answers, with the error it raises for it after it checked the signature.
+-- external_id_path, as the shard finds it (jsonb_path_query_first with silent => true, as the shard
+-- calls it: a strict path's structural error after a first item still finds that item; a string, or a
+-- number as JSON writes it).  A source the copy does not have, or has without a path, is refused here as
+-- the shard would (42704, 55000: before the signature there too), never sent to a shard that might route
+-- it by a path the router does not know.  NULL when the path finds no id (a body that is not JSON, no
+-- such id, not a string or number): receive then lets partition 0's shard raise its error for it (after
+-- it checked the signature), but never take it (_receive_unrouted_on).  Before anything: the intake
+-- switch (it is PL/Proxy's RUN ON function, so a direct call of _receive_on is switched off too), and a
+-- body over webhook_ingest.max_payload_size is refused as the shard refuses it, before it is parsed
+-- (54000): an unsigned sender's 20 MB body cost the router two jsonb parses, 5.6 s, where the shard
+-- spends 0.1 s.
 CREATE FUNCTION webhook_ingest._receive_route(source text, body text) RETURNS integer
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -200,8 +234,10 @@ DECLARE
     path jsonpath;
     v jsonb;
 BEGIN
+    PERFORM webhook_ingest._check_intake();
+    PERFORM webhook_ingest._check_body_size(body);
     IF source IS NULL THEN
-        RETURN 0;
+        RETURN NULL;
     END IF;
     SELECT s.external_id_path INTO path FROM webhook_ingest.sources s WHERE s.name = source;
     IF NOT FOUND THEN
@@ -214,34 +250,22 @@ BEGIN
                   HINT = 'receive() needs it to find the object id: set it with webhook_ingest.alter_source(), or use enqueue().';
     END IF;
     IF body IS NULL THEN
-        RETURN 0;
+        RETURN NULL;
     END IF;
     BEGIN
-        v := jsonb_path_query_first(body::jsonb, path);
+        v := jsonb_path_query_first(body::jsonb, path, '{}', true);
     EXCEPTION WHEN OTHERS THEN
-        RETURN 0;
+        RETURN NULL;
     END;
     IF v IS NULL OR jsonb_typeof(v) NOT IN ('string', 'number') THEN
-        RETURN 0;
+        RETURN NULL;
     END IF;
     RETURN webhook_ingest._route(source, v #>> '{}');
 END
 $fn$;
 
--- The largest body receive passes on: webhook_ingest.max_payload_size as the shards have it (set it on the
--- router too when the shards' is not the default; without the library it is a plain placeholder setting:
--- a number is kB, as for the shard's setting, or a size with its unit), 1 MB by default.  A larger body is
--- refused here with the shard's 54000 before the router parses it (a shard checks the size before the
--- signature too).
-CREATE FUNCTION webhook_ingest._max_body_size() RETURNS bigint
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-RETURN (SELECT CASE WHEN v IS NULL OR v = '' THEN 1024 * 1024::bigint
-                    WHEN v ~ '^\s*\d+\s*$' THEN v::bigint * 1024
-                    ELSE pg_size_bytes(v) END
-          FROM (SELECT current_setting('webhook_ingest.max_payload_size', true) AS v) s);
-
--- When receive fails, the router's log gets the message without the statement, as a shard's does: a driver
+-- When receive (or add_source, alter_source: a client key may be among their arguments) fails, the
+-- router's log gets the message without the statement, as a shard's does: a driver
 -- that interpolates parameters would otherwise put every forged request's headers and body into the log.
 -- log_min_error_statement is a superuser's setting: set here, for the rest of the caller's transaction, by
 -- a SECURITY DEFINER function that does nothing else (receive itself runs as the caller, and so do its
@@ -253,13 +277,108 @@ BEGIN ATOMIC
     SELECT pg_catalog.set_config('log_min_error_statement', 'panic', true);
 END;
 
+/* ---------------------------------------------------------------- every remote call: as the caller */
+
+-- PL/Proxy connects as current_user only when no user mapping names a user: a role with USAGE on the
+-- server (every app, admin and monitor: PL/Proxy requires it) may CREATE USER MAPPING FOR itself
+-- OPTIONS (user 'postgres'), and then reached every shard as that role (a superuser where the shards
+-- trust the router's host): enqueue into any source, every job, a source's proxy set by an admin.
+-- Every remote call's RUN ON function (PL/Proxy evaluates it before it connects) refuses a caller
+-- whose own mapping names another user (42501).  Not SECURITY DEFINER: current_user is the caller,
+-- and pg_user_mappings shows a role its own mapping's options.
+CREATE FUNCTION webhook_ingest._check_caller() RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    named text;
+BEGIN
+    SELECT substr(o, 6) INTO named
+      FROM pg_catalog.pg_user_mappings m, pg_catalog.unnest(m.umoptions) o
+     WHERE m.srvname = 'webhook_ingest_shards' AND m.usename = current_user::text AND o LIKE 'user=%'
+       AND substr(o, 6) <> current_user::text;
+    IF FOUND THEN
+        RAISE EXCEPTION 'the user mapping of role % on webhook_ingest_shards names user %', current_user, left(named, 100)
+            USING ERRCODE = 'insufficient_privilege',
+            DETAIL = 'The router reaches the shards only as the calling role.',
+            HINT = 'DROP USER MAPPING FOR CURRENT_USER SERVER webhook_ingest_shards (or give it no user option).';
+    END IF;
+END
+$fn$;
+
+-- The RUN ON functions of the calls by partition number and of the fan-outs.
+CREATE FUNCTION webhook_ingest._part(shard integer) RETURNS integer
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    PERFORM webhook_ingest._check_caller();
+    RETURN shard;
+END
+$fn$;
+
+CREATE FUNCTION webhook_ingest._job_part(job_id bigint) RETURNS integer
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    PERFORM webhook_ingest._check_caller();
+    RETURN webhook_ingest.job_shard(job_id);
+END
+$fn$;
+
+CREATE FUNCTION webhook_ingest._all_parts() RETURNS SETOF integer
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    PERFORM webhook_ingest._check_caller();
+    RETURN QUERY SELECT g FROM generate_series(0, webhook_ingest.shard_count() - 1) g;
+END
+$fn$;
+
 /* ---------------------------------------------------------------- remote calls (PL/Proxy) */
+
+-- The RUN ON functions of the intake's remote calls check the intake switch: an app may call
+-- _enqueue_on and _receive_on itself (it needs EXECUTE on them: PL/Proxy connects as current_user, so
+-- no wrapper may be SECURITY DEFINER), and close_intake must hold for those calls too.
+CREATE FUNCTION webhook_ingest._enqueue_route(source text, external_id text) RETURNS integer
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    PERFORM webhook_ingest._check_caller();
+    PERFORM webhook_ingest._check_intake();
+    RETURN webhook_ingest._route(source, external_id);
+END
+$fn$;
+
+CREATE FUNCTION webhook_ingest._receive_part(source text, body text) RETURNS integer
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    PERFORM webhook_ingest._check_caller();
+    RETURN webhook_ingest._receive_route(source, body);
+END
+$fn$;
+
+CREATE FUNCTION webhook_ingest._unrouted_route() RETURNS integer
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    PERFORM webhook_ingest._check_caller();
+    PERFORM webhook_ingest._check_intake();
+    RETURN 0;
+END
+$fn$;
 
 CREATE FUNCTION webhook_ingest._enqueue_on(source text, external_id text, payload jsonb, event_id text)
 RETURNS TABLE (job_id bigint, outcome text)
 LANGUAGE plproxy AS $fn$
     CLUSTER 'webhook_ingest_shards';
-    RUN ON webhook_ingest._route(source, external_id);
+    RUN ON webhook_ingest._enqueue_route(source, external_id);
     SELECT e.job_id, e.outcome FROM webhook_ingest.enqueue(source, external_id, payload, event_id) e;
 $fn$;
 
@@ -267,35 +386,50 @@ CREATE FUNCTION webhook_ingest._receive_on(source text, headers jsonb, body text
 RETURNS TABLE (job_id bigint, outcome text)
 LANGUAGE plproxy AS $fn$
     CLUSTER 'webhook_ingest_shards';
-    RUN ON webhook_ingest._receive_route(source, body);
+    RUN ON webhook_ingest._receive_part(source, body);
     SELECT r.job_id, r.outcome FROM webhook_ingest.receive(source, headers, body) r;
+$fn$;
+
+-- A webhook the router could not route, on partition 0 for the shard's own checks and errors (42704,
+-- 55000, 54000, 28000, 22P02, 22023, in the shard's order): if the shard takes it instead (its
+-- definition of the source finds an id the router's copy does not: the copy is behind the shards), the
+-- remote statement fails after receive() returned, so nothing of it commits, with an error no setting
+-- can prevent (no parameter has that name) that receive turns into 57P03.  Shard 0 must never keep a
+-- webhook whose partition the router did not know: the same object would be on two shards.
+CREATE FUNCTION webhook_ingest._receive_unrouted_on(source text, headers jsonb, body text)
+RETURNS TABLE (job_id bigint, outcome text)
+LANGUAGE plproxy AS $fn$
+    CLUSTER 'webhook_ingest_shards';
+    RUN ON webhook_ingest._unrouted_route();
+    SELECT r.job_id, r.outcome FROM webhook_ingest.receive(source, headers, body) r
+     WHERE pg_catalog.current_setting('webhook_ingest_router.unrouted webhook refused: ' || r.outcome) IS NULL;
 $fn$;
 
 CREATE FUNCTION webhook_ingest._wait_for_job_on(job_id bigint, timeout interval) RETURNS boolean
 LANGUAGE plproxy AS $fn$
     CLUSTER 'webhook_ingest_shards';
-    RUN ON webhook_ingest.job_shard(job_id);
+    RUN ON webhook_ingest._job_part(job_id);
     SELECT webhook_ingest.wait_for_job(job_id & 281474976710655, timeout) AS _wait_for_job_on;
 $fn$;
 
 CREATE FUNCTION webhook_ingest._retry_on(job_id bigint) RETURNS boolean
 LANGUAGE plproxy AS $fn$
     CLUSTER 'webhook_ingest_shards';
-    RUN ON webhook_ingest.job_shard(job_id);
+    RUN ON webhook_ingest._job_part(job_id);
     SELECT webhook_ingest.retry(job_id & 281474976710655) AS _retry_on;
 $fn$;
 
 CREATE FUNCTION webhook_ingest._cancel_on(job_id bigint) RETURNS boolean
 LANGUAGE plproxy AS $fn$
     CLUSTER 'webhook_ingest_shards';
-    RUN ON webhook_ingest.job_shard(job_id);
+    RUN ON webhook_ingest._job_part(job_id);
     SELECT webhook_ingest.cancel(job_id & 281474976710655) AS _cancel_on;
 $fn$;
 
 CREATE FUNCTION webhook_ingest._job_on(job_id bigint) RETURNS TABLE (id bigint, state text, done_lsn pg_lsn)
 LANGUAGE plproxy AS $fn$
     CLUSTER 'webhook_ingest_shards';
-    RUN ON webhook_ingest.job_shard(job_id);
+    RUN ON webhook_ingest._job_part(job_id);
     SELECT j.id, j.state::text AS state, j.done_lsn FROM webhook_ingest.jobs j
      WHERE j.id = job_id & 281474976710655;
 $fn$;
@@ -316,7 +450,7 @@ BEGIN
     part := webhook_ingest._route(source, external_id);
     RETURN QUERY SELECT webhook_ingest.router_job_id(part, e.job_id), e.outcome
                    FROM webhook_ingest._enqueue_on(source, external_id, payload, event_id) e;
-EXCEPTION WHEN OTHERS THEN
+EXCEPTION WHEN OTHERS OR query_canceled THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL,
                             hin = PG_EXCEPTION_HINT;
     PERFORM webhook_ingest._shard_error(part, st, msg, det, hin);
@@ -336,17 +470,25 @@ BEGIN
     PERFORM webhook_ingest._hide_statement_on_error();
     BEGIN
         PERFORM webhook_ingest._check_intake();
-        IF octet_length(body) > webhook_ingest._max_body_size() THEN
-            RAISE EXCEPTION 'webhook body is % bytes, over webhook_ingest.max_payload_size (% bytes)',
-                octet_length(body), webhook_ingest._max_body_size() USING ERRCODE = 'program_limit_exceeded',
-                HINT = 'Answer 400: the router refuses it before finding its shard.';
-        END IF;
         part := webhook_ingest._receive_route(source, body);
+        IF part IS NULL THEN
+            part := 0;
+            PERFORM FROM webhook_ingest._receive_unrouted_on(source, headers, body);
+            RAISE EXCEPTION 'webhook_ingest._receive_unrouted_on returned' USING ERRCODE = 'internal_error';
+        END IF;
         RETURN QUERY SELECT webhook_ingest.router_job_id(part, r.job_id), r.outcome
                        FROM webhook_ingest._receive_on(source, headers, body) r;
-    EXCEPTION WHEN OTHERS THEN
+    EXCEPTION WHEN OTHERS OR query_canceled THEN
         GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL,
                                 hin = PG_EXCEPTION_HINT;
+        IF st = '42704' AND msg ~ 'unrecognized configuration parameter "webhook_ingest_router\.unrouted webhook refused: ' THEN
+            RAISE EXCEPTION 'the router cannot route this webhook of source "%"', left(source, 100)
+                USING ERRCODE = 'cannot_connect_now',
+                DETAIL = 'Shard 0 would have taken it, but the router''s copy of the source (webhook_ingest.sources) '
+                         'finds no object id in it: the copy is behind the shards (an add_source or alter_source '
+                         'not finished or not committed yet), and the object''s shard is unknown.',
+                HINT = 'Answer 503 so that the sender retries; webhook_ingest.check_shards() shows what differs.';
+        END IF;
         PERFORM webhook_ingest._shard_error(part, st, msg, det, hin);
     END;
 END
@@ -363,7 +505,7 @@ DECLARE
 BEGIN
     part := webhook_ingest.job_shard(job_id);
     RETURN webhook_ingest._wait_for_job_on(job_id, timeout);
-EXCEPTION WHEN OTHERS THEN
+EXCEPTION WHEN OTHERS OR query_canceled THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL,
                             hin = PG_EXCEPTION_HINT;
     PERFORM webhook_ingest._shard_error(part, st, msg, det, hin);
@@ -380,7 +522,7 @@ DECLARE
 BEGIN
     part := webhook_ingest.job_shard(job_id);
     RETURN webhook_ingest._retry_on(job_id);
-EXCEPTION WHEN OTHERS THEN
+EXCEPTION WHEN OTHERS OR query_canceled THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL,
                             hin = PG_EXCEPTION_HINT;
     PERFORM webhook_ingest._shard_error(part, st, msg, det, hin);
@@ -397,7 +539,7 @@ DECLARE
 BEGIN
     part := webhook_ingest.job_shard(job_id);
     RETURN webhook_ingest._cancel_on(job_id);
-EXCEPTION WHEN OTHERS THEN
+EXCEPTION WHEN OTHERS OR query_canceled THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL,
                             hin = PG_EXCEPTION_HINT;
     PERFORM webhook_ingest._shard_error(part, st, msg, det, hin);
@@ -417,7 +559,7 @@ DECLARE
 BEGIN
     part := webhook_ingest.job_shard(job.job_id);
     RETURN QUERY SELECT job.job_id, part, j.id, j.state, j.done_lsn FROM webhook_ingest._job_on(job.job_id) j;
-EXCEPTION WHEN OTHERS THEN
+EXCEPTION WHEN OTHERS OR query_canceled THEN
     GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL,
                             hin = PG_EXCEPTION_HINT;
     PERFORM webhook_ingest._shard_error(part, st, msg, det, hin);
@@ -440,7 +582,7 @@ CREATE FUNCTION webhook_ingest._add_source_all(
 RETURNS SETOF integer
 LANGUAGE plproxy AS $fn$
     CLUSTER 'webhook_ingest_shards';
-    RUN ON ALL;
+    RUN ON webhook_ingest._all_parts();
     SELECT count(*)::integer AS _add_source_all FROM (
         SELECT webhook_ingest.add_source(name, url_template, handler::regprocedure, headers, timeout_ms,
                                          max_attempts, enqueue_roles, signature_scheme, signing_secrets,
@@ -462,7 +604,7 @@ CREATE FUNCTION webhook_ingest._alter_source_all(
 RETURNS SETOF integer
 LANGUAGE plproxy AS $fn$
     CLUSTER 'webhook_ingest_shards';
-    RUN ON ALL;
+    RUN ON webhook_ingest._all_parts();
     SELECT 1 AS _alter_source_all FROM (
         SELECT webhook_ingest.alter_source(name, url_template, handler::regprocedure, headers, timeout_ms,
                                            max_attempts, drop_handler, enqueue_roles, reset_enqueue_roles,
@@ -477,7 +619,7 @@ $fn$;
 CREATE FUNCTION webhook_ingest._drop_source_all(name text, force boolean) RETURNS SETOF integer
 LANGUAGE plproxy AS $fn$
     CLUSTER 'webhook_ingest_shards';
-    RUN ON ALL;
+    RUN ON webhook_ingest._all_parts();
     SELECT count(*)::integer AS _drop_source_all FROM (
         SELECT webhook_ingest.drop_source(name, force)
           FROM (SELECT) one
@@ -487,14 +629,14 @@ $fn$;
 CREATE FUNCTION webhook_ingest._pause_source_all(name text) RETURNS SETOF integer
 LANGUAGE plproxy AS $fn$
     CLUSTER 'webhook_ingest_shards';
-    RUN ON ALL;
+    RUN ON webhook_ingest._all_parts();
     SELECT 1 AS _pause_source_all FROM (SELECT webhook_ingest.pause_source(name)) paused;
 $fn$;
 
 CREATE FUNCTION webhook_ingest._resume_source_all(name text) RETURNS SETOF integer
 LANGUAGE plproxy AS $fn$
     CLUSTER 'webhook_ingest_shards';
-    RUN ON ALL;
+    RUN ON webhook_ingest._all_parts();
     SELECT 1 AS _resume_source_all FROM (SELECT webhook_ingest.resume_source(name)) resumed;
 $fn$;
 
@@ -544,6 +686,7 @@ AS $fn$
 DECLARE
     st text; msg text; det text; hin text;
 BEGIN
+    PERFORM webhook_ingest._hide_statement_on_error();  -- a client key may be among the arguments
     IF EXISTS (SELECT FROM webhook_ingest.sources s WHERE s.name = add_source.name) THEN
         RAISE EXCEPTION 'source "%" already exists', left(name, 100) USING ERRCODE = 'duplicate_object',
             HINT = 'Use webhook_ingest.alter_source() to change it.';
@@ -600,6 +743,7 @@ AS $fn$
 DECLARE
     st text; msg text; det text; hin text;
 BEGIN
+    PERFORM webhook_ingest._hide_statement_on_error();  -- a client key may be among the arguments
     BEGIN
         PERFORM webhook_ingest._alter_source_all(name, url_template, handler, headers, timeout_ms, max_attempts,
             drop_handler, enqueue_roles, reset_enqueue_roles, signature_scheme, signing_secrets,
@@ -684,11 +828,20 @@ CREATE FUNCTION webhook_ingest._sources_on(shard integer)
 RETURNS TABLE (name text, digest text, external_id_path text)
 LANGUAGE plproxy AS $fn$
     CLUSTER 'webhook_ingest_shards';
-    RUN ON shard;
+    RUN ON webhook_ingest._part(shard);
     SELECT s.name::text AS name,
            md5((to_jsonb(s) - 'id' - 'created_at' - 'updated_at')::text) AS digest,
            s.external_id_path::text AS external_id_path
       FROM webhook_ingest.sources s;
+$fn$;
+
+-- The role a shard sees for the caller: it must be the caller (no user in the pN options or the user
+-- mapping, no default_user option), or every role would act there with one role's rights.
+CREATE FUNCTION webhook_ingest._role_on(shard integer) RETURNS text
+LANGUAGE plproxy AS $fn$
+    CLUSTER 'webhook_ingest_shards';
+    RUN ON webhook_ingest._part(shard);
+    SELECT current_user::text AS _role_on;
 $fn$;
 
 CREATE FUNCTION webhook_ingest._queue_stats_on(shard integer)
@@ -697,7 +850,7 @@ RETURNS TABLE (source text, paused boolean, pending bigint, due_now bigint, runn
                backlog_age interval, in_flight integer, throttled_until timestamptz, throttled_by text)
 LANGUAGE plproxy AS $fn$
     CLUSTER 'webhook_ingest_shards';
-    RUN ON shard;
+    RUN ON webhook_ingest._part(shard);
     SELECT q.source::text AS source, q.paused, q.pending, q.due_now, q.running, q.retry_waiting,
            q.done_last_hour, q.retried_last_hour, q.dead, q.backlog_age, q.in_flight, q.throttled_until,
            q.throttled_by
@@ -711,7 +864,7 @@ RETURNS TABLE (pid integer, database text, state text, started_at timestamptz, i
                connections_opened bigint, tls_connections_opened bigint)
 LANGUAGE plproxy AS $fn$
     CLUSTER 'webhook_ingest_shards';
-    RUN ON shard;
+    RUN ON webhook_ingest._part(shard);
     SELECT w.pid, w.database, w.state, w.started_at, w.in_flight, w.claimed, w.fetched, w.succeeded,
            w.retried, w.dead, w.handler_errors, w.bytes, w.last_error, w.last_error_at,
            w.connections_opened, w.tls_connections_opened
@@ -724,7 +877,7 @@ RETURNS TABLE (source text, jobs bigint, done_p50_ms double precision, done_p95_
                fetch_p99_ms double precision)
 LANGUAGE plproxy AS $fn$
     CLUSTER 'webhook_ingest_shards';
-    RUN ON shard;
+    RUN ON webhook_ingest._part(shard);
     SELECT l.source, l.jobs, l.done_p50_ms, l.done_p95_ms, l.done_p99_ms, l.fetch_p50_ms, l.fetch_p95_ms,
            l.fetch_p99_ms
       FROM webhook_ingest.latency l;
@@ -735,7 +888,7 @@ RETURNS TABLE (failed_at timestamptz, job_id bigint, source text, external_id te
                http_status integer, error text, fetch_ms double precision, outcome text)
 LANGUAGE plproxy AS $fn$
     CLUSTER 'webhook_ingest_shards';
-    RUN ON shard;
+    RUN ON webhook_ingest._part(shard);
     SELECT f.failed_at, f.job_id, f.source, f.external_id, f.attempt, f.http_status, f.error, f.fetch_ms,
            f.outcome
       FROM webhook_ingest.recent_failures f;
@@ -858,7 +1011,8 @@ SELECT f.shard, f.failed_at, webhook_ingest.router_job_id(f.shard, f.job_id) AS 
 
 /* ---------------------------------------------------------------- do the shards agree? */
 
--- Every disagreement: a shard that cannot be reached; a source missing on some shard; a source whose
+-- Every disagreement: a shard that cannot be reached; a shard that sees the caller as another role; a
+-- source missing on some shard; a source whose
 -- definition differs between shards (the shards that differ from the majority's definition, or every
 -- shard holding it when no definition has a majority); a source missing from the router's copy, or whose
 -- external_id_path there is not the shards'; one in the router's copy that no shard has.  No rows:
@@ -872,6 +1026,7 @@ DECLARE
     n integer := webhook_ingest.shard_count();
     seen jsonb := '[]';      -- every reached shard's sources: {shard, name, digest, path}
     reached integer[] := '{}';
+    who text;
     st text; msg text; det text;
 BEGIN
     IF n = 0 THEN
@@ -886,6 +1041,13 @@ BEGIN
                                                                           'path', s.external_id_path))
                                         FROM webhook_ingest._sources_on(part) s), '[]');
             reached := reached || part;
+            who := webhook_ingest._role_on(part);
+            IF who IS DISTINCT FROM current_user::text THEN
+                RETURN QUERY SELECT part, NULL::text,
+                    format('connects as role %s, not as the calling role %s: a user in its pN option or in the '
+                           'user mapping, or a default_user option (every role then acts on the shard as that one)',
+                           coalesce(who, 'NULL'), current_user);
+            END IF;
         EXCEPTION WHEN OTHERS THEN
             GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT;
             BEGIN
@@ -1076,7 +1238,7 @@ GRANT EXECUTE ON FUNCTION webhook_ingest.shard_hash(text, text), webhook_ingest.
     webhook_ingest.job_shard(bigint), webhook_ingest.shard_job_id(bigint), webhook_ingest._route(text, text),
     webhook_ingest._shard_error(integer, text, text, text, text),
     webhook_ingest._fan_out_error(text, text, text, text), webhook_ingest._check_intake(),
-    webhook_ingest._receive_route(text, text), webhook_ingest._max_body_size()
+    webhook_ingest._receive_route(text, text)
     TO PUBLIC;
 GRANT EXECUTE ON FUNCTION webhook_ingest._hide_statement_on_error() TO webhook_ingest_enqueue, webhook_ingest_admin;
 GRANT SELECT ON webhook_ingest.intake_closed TO PUBLIC;
@@ -1084,6 +1246,9 @@ GRANT SELECT ON webhook_ingest.intake_closed TO PUBLIC;
 GRANT EXECUTE ON FUNCTION webhook_ingest.enqueue(text, text, jsonb, text), webhook_ingest.receive(text, jsonb, text),
     webhook_ingest.wait_for_job(bigint, interval), webhook_ingest.job(bigint),
     webhook_ingest._enqueue_on(text, text, jsonb, text), webhook_ingest._receive_on(text, jsonb, text),
+    webhook_ingest._receive_unrouted_on(text, jsonb, text), webhook_ingest._enqueue_route(text, text),
+    webhook_ingest._unrouted_route(), webhook_ingest._check_body_size(text), webhook_ingest._check_caller(),
+    webhook_ingest._receive_part(text, text), webhook_ingest._job_part(bigint),
     webhook_ingest._wait_for_job_on(bigint, interval), webhook_ingest._job_on(bigint)
     TO webhook_ingest_enqueue, webhook_ingest_admin;
 -- Admins.
@@ -1092,6 +1257,7 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON webhook_ingest.sources TO webhook_ingest
 GRANT INSERT, UPDATE, DELETE ON webhook_ingest.intake_closed TO webhook_ingest_admin;
 -- Monitors: the views (each shard checks the role again).
 GRANT EXECUTE ON FUNCTION webhook_ingest._each_shard(text), webhook_ingest._worker_status_all(),
+    webhook_ingest._check_caller(), webhook_ingest._part(integer),
     webhook_ingest._queue_stats_on(integer), webhook_ingest._worker_status_on(integer),
     webhook_ingest._latency_on(integer), webhook_ingest._recent_failures_on(integer)
     TO webhook_ingest_monitor;
