@@ -217,11 +217,11 @@ SELECT pg_catalog.pg_extension_config_dump('webhook_ingest.sources', '');
 -- The partition of a webhook for receive: the object id found with the router's copy of the source's
 -- external_id_path, as the shard finds it (jsonb_path_query_first with silent => true, as the shard
 -- calls it: a strict path's structural error after a first item still finds that item; a string, or a
--- number as JSON writes it).  A source the copy does not have, or has without a path, is refused here as
--- the shard would (42704, 55000: before the signature there too), never sent to a shard that might route
--- it by a path the router does not know.  NULL when the path finds no id (a body that is not JSON, no
--- such id, not a string or number): receive then lets partition 0's shard raise its error for it (after
--- it checked the signature), but never take it (_receive_unrouted_on).  Before anything: the intake
+-- number as JSON writes it).  NULL when it finds none (a source the copy does not have or has without a
+-- path, a body that is not JSON, no such id, not a string or number): receive then lets partition 0's
+-- shard raise its error for it (42704, 55000 before the signature, as on a shard; 28000, 22P02, 22023
+-- after it), but never take it (_receive_unrouted_on): a source the copy lacks may be one whose
+-- add_source has not committed on the router yet, which shard 0 would otherwise keep.  Before anything: the intake
 -- switch (it is PL/Proxy's RUN ON function, so a direct call of _receive_on is switched off too), and a
 -- body over webhook_ingest.max_payload_size is refused as the shard refuses it, before it is parsed
 -- (54000): an unsigned sender's 20 MB body cost the router two jsonb parses, 5.6 s, where the shard
@@ -236,20 +236,8 @@ DECLARE
 BEGIN
     PERFORM webhook_ingest._check_intake();
     PERFORM webhook_ingest._check_body_size(body);
-    IF source IS NULL THEN
-        RETURN NULL;
-    END IF;
     SELECT s.external_id_path INTO path FROM webhook_ingest.sources s WHERE s.name = source;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'source "%" does not exist', left(source, 100) USING ERRCODE = 'undefined_object',
-            HINT = 'The router does not have it: add it with webhook_ingest.add_source() on the router; webhook_ingest.check_shards() compares.';
-    END IF;
-    IF path IS NULL THEN
-        RAISE EXCEPTION 'source "%" has no external_id_path', left(source, 100)
-            USING ERRCODE = 'object_not_in_prerequisite_state',
-                  HINT = 'receive() needs it to find the object id: set it with webhook_ingest.alter_source(), or use enqueue().';
-    END IF;
-    IF body IS NULL THEN
+    IF path IS NULL OR body IS NULL THEN
         RETURN NULL;
     END IF;
     BEGIN

@@ -266,12 +266,12 @@ like($err, qr/ERROR:  22023: /, 'a signed body whose id is an object: 22023 from
 ($rc, $out, $err) = $recv->('app', 'sha256=00', 'd-4', 'not json');
 like($err, qr/ERROR:  28000: /, 'a forged body that is not JSON: 28000 (the signature is checked first, as on a shard)');
 ($rc, $out, $err) = rq('app', q{SELECT * FROM webhook_ingest.receive('nosuch', '{}', '{}')});
-like($err, qr/ERROR:  42704: source "nosuch" does not exist/, "receive into a source the router's copy lacks: 42704 from the router");
+like($err, qr/ERROR:  42704: shard 0: source "nosuch" does not exist/, "receive into a source the router's copy lacks: shard 0's 42704 (unrouted: never kept there)");
 ($rc, $out, $err) = rq('app', q{SELECT * FROM webhook_ingest.receive('blog', '{}', '{"id": "x"}')});
-like($err, qr/ERROR:  55000: source "blog" has no external_id_path/, 'receive into a source without external_id_path: 55000, as on a shard');
+like($err, qr/ERROR:  55000: shard 0: source "blog" /, "receive into a source without external_id_path: shard 0's 55000");
 my $big = q{SELECT * FROM webhook_ingest.receive('gh', '{}', '{"post":{"id":"gh-big"},"pad":"' || repeat('x', 1100 * 1024) || '"}')};
 ($rc, $out, $err) = rq('app', $big);
-like($err, qr/ERROR:  54000: webhook body is \d+ bytes, over webhook_ingest.max_payload_size \(1048576 bytes\)/,
+like($err, qr/ERROR:  54000: body of \d+ bytes exceeds webhook_ingest.max_payload_size \(1024 kB\)/,
 	'a body over max_payload_size: 54000 from the router, before it parses it');
 ($rc, $out, $err) = rq('app', "SET webhook_ingest.max_payload_size = '2MB'; $big");
 like($err, qr/ERROR:  54000: shard \d: /, "with the router's setting raised, the shard's own 54000");
