@@ -166,6 +166,7 @@ sub spawn
 		exec('pg_autoctl', 'run', '--pgdata', $n->{pgdata}) or POSIX::_exit(127);
 	}
 	$n->{session} = $pid;
+	$n->{sid} = $pid;
 }
 
 # Every process of a node's session (pg_autoctl and the postgres it started).
@@ -191,6 +192,16 @@ sub comm_of
 	my $c = <$fh> // '';
 	close $fh;
 	return $c;
+}
+
+# A process that is there and no zombie.
+sub alive
+{
+	my ($pid) = @_;
+	open my $fh, '<', "/proc/$pid/stat" or return 0;
+	my $line = <$fh> // '';
+	close $fh;
+	return $line !~ /^\d+ \(.*\) Z /;
 }
 
 sub reap
@@ -331,7 +342,7 @@ sub kill9
 	my @autoctl = grep { comm_of($_) =~ /^pg_autoctl/ } session_pids($n->{session});
 	kill 'KILL', @autoctl;
 	kill 'KILL', $pm if $pm;
-	$self->poll_until(sub { reap($n) }, 10);
+	$self->poll_until(sub { reap($n) && !($pm && alive($pm)) }, 10);
 	return $pm;
 }
 
@@ -343,7 +354,7 @@ sub restart
 	my $n = $self->entry_of($node);
 	my $pm = postmaster_pid($n->{pgdata});
 	# its old backends go once they notice their postmaster is gone
-	$self->poll_until(sub { !($pm && kill(0, $pm)) && !grep { comm_of($_) =~ /postgres/ } session_pids($pm // 0) }, 30)
+	$self->poll_until(sub { !alive($pm) && !grep { alive($_) && comm_of($_) =~ /postgres/ } session_pids($n->{sid}) }, 30)
 	  if $pm;
 	$self->spawn($n);
 }
