@@ -297,7 +297,15 @@ sub wait_states
 		}
 		return 1;
 	}, $secs);
-	diag('pg_auto_failover states: ' . $self->state_line) unless $ok;
+	unless ($ok)
+	{
+		diag('pg_auto_failover states: ' . $self->state_line);
+		for my $name (sort keys %want)
+		{
+			my @lines = split /\n/, slurp_file("$self->{dir}/$name.log");
+			diag("${name}'s pg_autoctl, last lines:\n" . join("\n", @lines[ ($#lines > 25 ? $#lines - 25 : 0) .. $#lines ]));
+		}
+	}
 	return $ok;
 }
 
