@@ -56,7 +56,11 @@ my $timing = sprintf('promotion to the new worker\'s first claim: %.0f ms (worke
 	$claim_ms // -1, $worker_ms // -1, $writable_ms // -1);
 ok(defined $claim_ms, $timing);
 diag("perform failover: $timing");
-cmp_ok($claim_ms // 1e9, '<', 2000, '  within 2 s: no lease to wait for, no restart back-off');
+# (before 0.9.0 the worker failed while the server was read-only and the
+# launcher restarted it after 1 s, then 2 s: 130 measured 3.1 s, 2.1 s after
+# the server became writable)
+cmp_ok(($claim_ms // 1e9) - ($writable_ms // 0), '<', 1000,
+	'  within 1 s of the server becoming writable: no lease to wait for, no restart back-off');
 is(AutoFailover::workers_on($n2), '1/1', 'the new primary runs a worker');
 is(AutoFailover::workers_on($n1), '0/0', 'the old primary, a secondary again, runs none');
 
