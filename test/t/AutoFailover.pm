@@ -522,7 +522,13 @@ sub check_run
 	my %outcomes;
 	$outcomes{ $_->{outcome} }++ for @accepted;
 	my $retried = grep { $_->{attempts} > 1 || @{ $_->{errors} } } @accepted;
-	is($lost, 0, "$what: lost = 0 (accepted $objects, handled $handled, fetched again $again)");
+	my @unknown0 = grep { $_->{unknown} > 0 } @accepted;
+	my %after0;
+	$after0{ $_->{outcome} }++ for @unknown0;
+	my $retried0 = grep { @{ $_->{errors} } } @accepted;
+	is($lost, 0, "$what: lost = 0 (accepted $objects, handled $handled, fetched again $again; "
+		  . "$retried0 sent again after an error, " . scalar(@unknown0) . ' after an attempt of unknown outcome: '
+		  . (join(', ', map { "$_ $after0{$_}" } sort keys %after0) || 'none') . ')');
 	is($handled, scalar(@accepted), "$what: every accepted webhook was handled on the new primary ($handled)");
 	is($twice, 0, "$what: the handler's effect is exactly once per object (count = 1 for all $handled)");
 	is("$jobs/$dead", scalar(@accepted) . '/0', "$what: one done job per object, none dead or cancelled");
