@@ -4,7 +4,8 @@
  *		job is done and its done_lsn known (after writing done_lsn the worker
  *		broadcasts the condition variable the job's id hashes to, so it wakes
  *		the waiters of the jobs it finished, not all of them), and the procedure wait_replayed()
- *		on a standby sleeps until WAL is replayed up to an LSN.  wait_for_job
+ *		on a standby sleeps until WAL is replayed up to an LSN (and fails,
+ *		retriably, when a promotion or a new timeline came first).  wait_for_job
  *		looks again with a fresh snapshot each time; wait_replayed holds no
  *		snapshot at all while it waits, since one could conflict with the
  *		very replay it waits for.  Both need READ COMMITTED.
@@ -21,6 +22,7 @@
  */
 #include "postgres.h"
 
+#include "access/timeline.h"
 #include "access/xact.h"
 #include "access/xlog.h"
 #if PG_VERSION_NUM >= 150000
@@ -272,8 +274,62 @@ webhook_ingest_wait_for_job(PG_FUNCTION_ARGS)
 }
 
 /*
+ * How far WAL of the timeline the wait began on (start_tli) is replayed here.
+ * A standby that follows a new primary replays another timeline, which
+ * shares start_tli's WAL only up to the point where it branched off: the
+ * old timeline's WAL past that point was never replayed here, and never will
+ * be (a standby cannot follow a new timeline it has replayed past the branch
+ * point), though the new timeline's LSNs pass it.  *switched says replay
+ * left start_tli, *branched where (0: start_tli is not in the new
+ * timeline's history at all, so nothing of it counts).
+ */
+static XLogRecPtr
+replayed_on(TimeLineID start_tli, bool *switched, XLogRecPtr *branched)
+{
+	TimeLineID	tli;
+	XLogRecPtr	reached = GetXLogReplayRecPtr(&tli);
+	List	   *history;
+	ListCell   *lc;
+
+	*switched = tli != start_tli;
+	*branched = 0;
+	if (!*switched)
+		return reached;
+	history = readTimeLineHistory(tli);
+	foreach(lc, history)
+	{
+		TimeLineHistoryEntry *e = (TimeLineHistoryEntry *) lfirst(lc);
+
+		if (e->tli == start_tli)
+			*branched = e->end;
+	}
+	list_free_deep(history);
+	return Min(reached, *branched);
+}
+
+/* The target's WAL is not on this server's history, or will not be replayed. */
+static void
+raise_switched(XLogRecPtr target, XLogRecPtr reached, TimeLineID start_tli, bool promoted)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 promoted ?
+			 errmsg("recovery ended before WAL replay reached %X/%X", LSN_FORMAT_ARGS(target)) :
+			 errmsg("WAL replay switched to a new timeline before reaching %X/%X", LSN_FORMAT_ARGS(target)),
+			 errdetail("Timeline %u was replayed up to %X/%X; WAL past that was written by a primary this server no longer follows, and may have been lost in a failover.",
+					   start_tli, LSN_FORMAT_ARGS(reached)),
+			 errhint("Read the job's done_lsn again from the current primary, and wait for that.")));
+}
+
+/*
  * CALL wait_replayed(lsn pg_lsn, timeout interval): returns once replayed,
- * raises query_canceled when the timeout passes.
+ * raises query_canceled when the timeout passes, and serialization_failure
+ * (retriable) when a failover came between: this standby was promoted, or
+ * follows a new primary on a new timeline, before it replayed the target.
+ * LSNs of the new timeline passing the target mean nothing then: the WAL at
+ * the target (a commit the old primary acknowledged under asynchronous
+ * replication) may be gone.  A target in the history both timelines share
+ * still counts once replayed.
  *
  * A procedure without output, not a function: a function runs inside a
  * query, whose snapshot stays registered for the whole wait (so does the
@@ -290,6 +346,8 @@ webhook_ingest_wait_replayed(PG_FUNCTION_ARGS)
 	TimestampTz deadline;
 	long		nap_ms = 1;
 	bool		snapshot_held;
+	bool		standby;
+	TimeLineID	start_tli = 0;
 
 	wi_check_not_null(PG_ARGISNULL(0), "lsn");
 	target = PG_GETARG_LSN(0);
@@ -311,13 +369,21 @@ webhook_ingest_wait_replayed(PG_FUNCTION_ARGS)
 				 errdetail("A snapshot held while waiting could stop the replay it waits for."),
 				 errhint("CALL it as a statement of its own, not from a function.")));
 
+	standby = RecoveryInProgress();
+	if (standby)
+		(void) GetXLogReplayRecPtr(&start_tli);
+
 	for (;;)
 	{
 		XLogRecPtr	reached;
+		XLogRecPtr	branched = 0;
+		bool		switched = false;
+		bool		recovering = RecoveryInProgress();
 		long		ms;
 
-		if (RecoveryInProgress())
-			reached = GetXLogReplayRecPtr(NULL);
+		if (standby)
+			/* After a promotion: what was replayed before it. */
+			reached = replayed_on(start_tli, &switched, &branched);
 		else
 #if PG_VERSION_NUM >= 150000
 			reached = GetFlushRecPtr(NULL);
@@ -326,12 +392,14 @@ webhook_ingest_wait_replayed(PG_FUNCTION_ARGS)
 #endif
 		if (reached >= target)
 			PG_RETURN_VOID();
+		if (standby && (!recovering || (switched && target > branched)))
+			raise_switched(target, reached, start_tli, !recovering);
 		ms = ms_until(deadline);
 		if (ms == 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_QUERY_CANCELED),
 					 errmsg("timed out waiting for WAL replay to reach %X/%X", LSN_FORMAT_ARGS(target)),
-					 errdetail("%s %X/%X.", RecoveryInProgress() ? "Replayed up to" : "Flushed up to",
+					 errdetail("%s %X/%X.", standby ? "Replayed up to" : "Flushed up to",
 							   LSN_FORMAT_ARGS(reached))));
 		/* No signal marks replay progress: poll, 1 ms at first, then less often. */
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,

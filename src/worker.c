@@ -4,7 +4,9 @@
  *		starts one per database): what it is registered as, signals, the
  *		connection to the database whose OID it is given, leaving cleanly
  *		when the extension is not there or it is asked to stop, waiting for
- *		an old version's update, taking over from a previous incarnation,
+ *		an old version's update and for a read-only server to become
+ *		writable (a standby pg_auto_failover is promoting), taking over from
+ *		a previous incarnation,
  *		then the loop
  *		(worker_loop.c), one pass after another, with the error recovery that
  *		keeps transfers in flight when an ERROR escapes a pass.
@@ -183,6 +185,29 @@ wait_for_extension(WiCounters *counters)
 	}
 }
 
+/*
+ * While default_transaction_read_only is on, no transaction of ours could
+ * write: wait for the reload that turns it off (SIGHUP sets our latch).
+ * pg_auto_failover keeps a standby it promotes read-only until it knows the
+ * old primary stopped writing (its guard against split brain); failing
+ * instead would cost a restart and the launcher's back-off (1 s, then 2 s)
+ * on every promotion.  Also called by the loop, should the setting come
+ * back while the worker runs; transfers in flight wait meanwhile.
+ */
+void
+wi_worker_wait_writable(int in_flight, const WiCounters *counters)
+{
+	if (!DefaultXactReadOnly)
+		return;
+	ereport(LOG,
+			(errmsg("webhook_ingest worker: waiting for default_transaction_read_only to be turned off"),
+			 errdetail("No job can be claimed or completed while the server is read-only.")));
+	wi_shmem_publish("waiting for default_transaction_read_only = off", in_flight, counters);
+	while (DefaultXactReadOnly)
+		wait_for(wi_poll_interval_ms * 10L, wi_wait_event(WI_WAIT_WORKER_DISABLED));
+	wi_shmem_publish("running", in_flight, counters);
+}
+
 /* Report the error in hand and roll its transaction back (interrupts held). */
 static void
 report_and_abort(void)
@@ -282,6 +307,7 @@ webhook_ingest_worker_main(Datum arg)
 	while (!wi_enabled)
 		wait_for(wi_poll_interval_ms * 10L, wi_wait_event(WI_WAIT_WORKER_DISABLED));
 	wi_shmem_publish("running", 0, &counters);
+	wi_worker_wait_writable(0, &counters);
 	take_over();
 
 	wi_loop_init(&loop, fd_cap);

@@ -519,6 +519,11 @@ wi_loop_pass(WorkerLoop *loop)
 	CHECK_FOR_INTERRUPTS();
 	wi_worker_stop_if_asked();
 	reload_settings(loop);
+	if (DefaultXactReadOnly)
+	{
+		wi_worker_wait_writable(wi_http_in_flight(), &loop->counters);
+		wi_http_set_limits();	/* the wait took the reloads */
+	}
 	housekeeping(loop);
 	poll_if_due(loop);
 	refill(loop);

@@ -50,5 +50,7 @@ extern void wi_loop_init(WorkerLoop *loop, int fd_cap);
 extern void wi_loop_pass(WorkerLoop *loop);
 extern void wi_loop_recover(WorkerLoop *loop);
 extern TimestampTz wi_scan_start(TimestampTz stopped_at);
+/* worker.c */
+extern void wi_worker_wait_writable(int in_flight, const WiCounters *counters);
 
 #endif							/* WI_WORKER_LOOP_H */
