@@ -33,6 +33,16 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
+# pg_auto_failover for this server's major (postgresql-NN-auto-failover, pg-auto-failover-cli): without
+# it every script that uses this module is skipped (make test-majors runs majors Debian 12 has none for).
+{
+	my $pg_config = $ENV{PG_CONFIG} // 'pg_config';
+	chomp(my $share = `$pg_config --sharedir`);
+	plan skip_all => "pg_auto_failover is not installed for this server ($share)"
+	  unless -f "$share/extension/pgautofailover.control";
+	plan skip_all => 'no pg_autoctl in PATH' unless grep { -x "$_/pg_autoctl" } split /:/, $ENV{PATH} // '';
+}
+
 my @formations;
 
 # Data nodes: after pg_auto_failover's include, so these win.
