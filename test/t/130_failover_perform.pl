@@ -18,22 +18,7 @@ use Test::More;
 
 my ($objects, $senders, $rate) = (1500, 8, 100);
 
-my $f = AutoFailover->new;
-my $n1 = $f->add_node('node1');
-$f->wait_states(node1 => 'single') or BAIL_OUT('node1 did not start');
-$f->create_queue($n1, 200);
-my $n2 = $f->add_node('node2');
-$f->wait_states(node1 => 'primary', node2 => 'secondary') or BAIL_OUT('no secondary');
-
-is($n2->safe_psql('postgres', 'SHOW shared_preload_libraries') =~ /webhook_ingest/ ? 1 : 0, 1,
-	'the secondary (a copy of the primary) preloads webhook_ingest too');
-like($n1->safe_psql('postgres', q{SELECT current_setting('synchronous_standby_names') || ' / ' || current_setting('synchronous_commit')}),
-	qr/^ANY 1 \(pgautofailover_standby_\d+\) \/ on$/, 'synchronous replication: ' .
-	$n1->safe_psql('postgres', q{SELECT current_setting('synchronous_standby_names') || ', synchronous_commit = ' || current_setting('synchronous_commit')}));
-$n1->poll_query_until('postgres', q{SELECT state = 'running' FROM webhook_ingest.worker_status})
-  or die 'no worker on the primary';
-is(AutoFailover::workers_on($n1), '1/1', 'the primary runs a worker (pg_stat_activity / worker_status)');
-is(AutoFailover::workers_on($n2), '0/0', 'the secondary runs none');
+my ($f, $n1, $n2) = AutoFailover->start_pair(200);
 
 my $before = AutoFailover::upstream_fetches();
 my $s = $f->start_senders($senders, $objects, $rate, 150);
