@@ -440,7 +440,7 @@ DECLARE
     part integer;
     st text; msg text; det text; hin text;
 BEGIN
-    PERFORM webhook_ingest._check_intake();
+    -- The intake switch is checked by _enqueue_on's RUN ON function, before it connects.
     part := webhook_ingest._route(source, external_id);
     RETURN QUERY SELECT webhook_ingest.router_job_id(part, e.job_id), e.outcome
                    FROM webhook_ingest._enqueue_on(source, external_id, payload, event_id) e;
@@ -463,7 +463,7 @@ BEGIN
     -- Outside the block below: its subtransaction would take the setting back with the error.
     PERFORM webhook_ingest._hide_statement_on_error();
     BEGIN
-        PERFORM webhook_ingest._check_intake();
+        -- _receive_route checks the intake switch (and the body's size) first.
         part := webhook_ingest._receive_route(source, body);
         IF part IS NULL THEN
             part := 0;
