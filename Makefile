@@ -26,7 +26,7 @@ EXTENSION = webhook_ingest
 # src/webhook_ingest.h) and META.json, debian/changelog and CHANGELOG.md
 # (checked: make version-check, TAP 009).  The newest install script must be
 # this version's (sql/webhook_ingest--$(EXTVERSION).sql).
-EXTVERSION = 0.9.0
+EXTVERSION = 0.10.0
 MODULE_big = webhook_ingest
 OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
 # The install and update scripts.  CREATE EXTENSION runs the fresh-install
@@ -42,9 +42,10 @@ CHAIN_0.6.0 = $(CHAIN_0.5.0) sql/webhook_ingest--0.5.0--0.6.0.sql
 CHAIN_0.7.0 = $(CHAIN_0.6.0) sql/webhook_ingest--0.6.0--0.7.0.sql
 CHAIN_0.8.0 = $(CHAIN_0.7.0) sql/webhook_ingest--0.7.0--0.8.0.sql
 CHAIN_0.9.0 = $(CHAIN_0.8.0) sql/webhook_ingest--0.8.0--0.9.0.sql
+CHAIN_0.10.0 = $(CHAIN_0.9.0) sql/webhook_ingest--0.9.0--0.10.0.sql
 FRESH_INSTALLS = sql/webhook_ingest--0.3.0.sql sql/webhook_ingest--0.4.0.sql sql/webhook_ingest--0.5.0.sql \
 	sql/webhook_ingest--0.6.0.sql sql/webhook_ingest--0.7.0.sql sql/webhook_ingest--0.8.0.sql \
-	sql/webhook_ingest--0.9.0.sql
+	sql/webhook_ingest--0.9.0.sql sql/webhook_ingest--0.10.0.sql
 DATA = $(filter-out $(FRESH_INSTALLS),$(sort $(wildcard sql/webhook_ingest--*.sql)))
 DATA_built = $(FRESH_INSTALLS)
 # The companion extension for a router database in front of shards (router/, SQL only, PL/Proxy):
@@ -114,6 +115,8 @@ sql/webhook_ingest--0.8.0.sql: $(CHAIN_0.8.0) sql/fresh_install.awk sql/pre14.aw
 	awk -f sql/fresh_install.awk $(CHAIN_0.8.0) $(PRE14_FILTER) > $@
 sql/webhook_ingest--0.9.0.sql: $(CHAIN_0.9.0) sql/fresh_install.awk sql/pre14.awk
 	awk -f sql/fresh_install.awk $(CHAIN_0.9.0) $(PRE14_FILTER) > $@
+sql/webhook_ingest--0.10.0.sql: $(CHAIN_0.10.0) sql/fresh_install.awk sql/pre14.awk
+	awk -f sql/fresh_install.awk $(CHAIN_0.10.0) $(PRE14_FILTER) > $@
 
 sql/pre14/%.sql: sql/%.sql sql/pre14.awk
 	@mkdir -p sql/pre14

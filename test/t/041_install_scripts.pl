@@ -1,8 +1,8 @@
 # CREATE EXTENSION in any database (the fresh install script
-# webhook_ingest--0.9.0.sql), and a fresh 0.9.0 install the same, catalog for
-# catalog, as 0.1.0 updated step by step to 0.9.0, and as the landed 0.3.0,
-# 0.4.0, 0.5.0, 0.6.0, 0.7.0 and 0.8.0 installs (webhook_ingest--0.3.0.sql ...
-# --0.8.0.sql, still built) updated to 0.9.0.
+# webhook_ingest--0.10.0.sql), and a fresh 0.10.0 install the same, catalog for
+# catalog, as 0.1.0 updated step by step to 0.10.0, and as the landed 0.3.0,
+# 0.4.0, 0.5.0, 0.6.0, 0.7.0, 0.8.0 and 0.9.0 installs (webhook_ingest--0.3.0.sql ...
+# --0.9.0.sql, still built) updated to 0.10.0.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -26,10 +26,11 @@ $node->safe_psql('postgres', 'CREATE DATABASE from_050');
 $node->safe_psql('postgres', 'CREATE DATABASE from_060');
 $node->safe_psql('postgres', 'CREATE DATABASE from_070');
 $node->safe_psql('postgres', 'CREATE DATABASE from_080');
+$node->safe_psql('postgres', 'CREATE DATABASE from_090');
 my ($ret, $out, $err) = $node->psql('fresh', 'CREATE EXTENSION webhook_ingest');
 is($ret, 0, 'CREATE EXTENSION succeeds in a database other than webhook_ingest.database');
 is($node->safe_psql('fresh', q{SELECT extversion FROM pg_extension WHERE extname = 'webhook_ingest'}),
-	'0.9.0', 'a fresh install is 0.9.0');
+	'0.10.0', 'a fresh install is 0.10.0');
 $node->safe_psql('from_030', q{CREATE EXTENSION webhook_ingest VERSION '0.3.0'});
 is($node->safe_psql('from_030', q{SELECT extversion FROM pg_extension WHERE extname = 'webhook_ingest'}),
 	'0.3.0', 'the landed 0.3.0 still installs as it was');
@@ -54,6 +55,10 @@ $node->safe_psql('from_080', q{CREATE EXTENSION webhook_ingest VERSION '0.8.0'})
 is($node->safe_psql('from_080', q{SELECT extversion FROM pg_extension WHERE extname = 'webhook_ingest'}),
 	'0.8.0', 'the landed 0.8.0 still installs as it was');
 $node->safe_psql('from_080', q{ALTER EXTENSION webhook_ingest UPDATE});
+$node->safe_psql('from_090', q{CREATE EXTENSION webhook_ingest VERSION '0.9.0'});
+is($node->safe_psql('from_090', q{SELECT extversion FROM pg_extension WHERE extname = 'webhook_ingest'}),
+	'0.9.0', 'the landed 0.9.0 still installs as it was');
+$node->safe_psql('from_090', q{ALTER EXTENSION webhook_ingest UPDATE});
 $node->safe_psql('upgraded', q{CREATE EXTENSION webhook_ingest VERSION '0.1.0'});
 # An old version: its worker waits (0.1.0's worker_status, one row, still works).
 ok($node->poll_query_until('upgraded',
@@ -68,6 +73,7 @@ $node->safe_psql('upgraded', q{
 	ALTER EXTENSION webhook_ingest UPDATE TO '0.7.0';
 	ALTER EXTENSION webhook_ingest UPDATE TO '0.8.0';
 	ALTER EXTENSION webhook_ingest UPDATE TO '0.9.0';
+	ALTER EXTENSION webhook_ingest UPDATE TO '0.10.0';
 });
 ok($node->poll_query_until('upgraded',
 		q{SELECT state = 'disabled' FROM webhook_ingest.worker_status WHERE database = 'upgraded'}),
@@ -127,6 +133,7 @@ for my $sql (@catalog)
 	is($f, $node->safe_psql('from_060', $sql), "catalog query $i: a fresh install and 0.6.0 updated are the same");
 	is($f, $node->safe_psql('from_070', $sql), "catalog query $i: a fresh install and 0.7.0 updated are the same");
 	is($f, $node->safe_psql('from_080', $sql), "catalog query $i: a fresh install and 0.8.0 updated are the same");
+	is($f, $node->safe_psql('from_090', $sql), "catalog query $i: a fresh install and 0.9.0 updated are the same");
 }
 
 unlike(slurp_file($node->logfile), qr/FATAL/, 'no FATAL in the log: no extension, an old version, an update');

@@ -139,7 +139,7 @@ $node->safe_psql('postgres', 'ALTER EXTENSION webhook_ingest UPDATE');
 my $alter_end = time();
 diag(sprintf('ALTER EXTENSION webhook_ingest UPDATE: %.0f ms', ($alter_end - $alter_start) * 1000));
 is($node->safe_psql('postgres', q{SELECT extversion FROM pg_extension WHERE extname = 'webhook_ingest'}),
-	'0.9.0', 'updated to 0.9.0 (through 0.6.0)');
+	'0.10.0', 'updated to 0.10.0 (through 0.6.0)');
 cmp_ok($node->safe_psql('postgres', 'SELECT count(*) FROM webhook_ingest.jobs_legacy'), '>', 0.9 * $n_jobs,
 	'the update left the done jobs in jobs_legacy for the worker');
 

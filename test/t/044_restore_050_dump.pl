@@ -44,7 +44,7 @@ $node->safe_psql('postgres', 'CREATE DATABASE new060');
 $node->command_ok([ 'pg_restore', '--exit-on-error', '-d', 'new060', "$tmp/old050.dump" ],
 	'the 0.5.0 dump restores into a new database (pg_restore --exit-on-error)');
 is($node->safe_psql('new060', q{SELECT extversion FROM pg_extension WHERE extname = 'webhook_ingest'}),
-	'0.9.0', '  which has the current version (0.9.0)');
+	'0.10.0', '  which has the current version (0.10.0)');
 is($node->safe_psql('new060', q{SELECT string_agg(state || '=' || n, ',' ORDER BY state) FROM
 	(SELECT state::text, count(*) n FROM webhook_ingest.queue GROUP BY 1) s}),
 	'dead=1,pending=18', '  the queue holds the dumped jobs: 18 pending (the running one among them), 1 dead (done ones stay behind)');
