@@ -1,12 +1,14 @@
 /*
  * complete.c
- *		Completing a batch of finished fetches in one transaction:
+ *		An apply worker completing a batch of fetched results (the fetcher
+ *		hands them over, applier.c receives them) in one transaction:
  *
  *		1. lock the batch's job rows without waiting (FOR NO KEY UPDATE SKIP
  *		   LOCKED): a row another session holds (an application's enqueue
  *		   that requeued a running job, an admin's retry) is left for a
- *		   later turn with its result kept; a row no longer running under
- *		   this attempt (cancelled, taken back) has its result dropped;
+ *		   later turn, the fetcher keeping its result; a row no longer
+ *		   running under this attempt and this fetcher (cancelled, taken
+ *		   back, claimed again by a fetcher since) has its result dropped;
  *		2. for each locked job, in a subtransaction of its own: load its
  *		   payload (only now, so the worker's memory does not grow with
  *		   payloads times transfers in flight), run its handler as the
@@ -14,6 +16,9 @@
  *		   done - or record the failed attempt;
  *		3. after commit, write the commit LSN (done_batches), wake
  *		   wait_for_job(), count for the views.
+ *
+ *		A batch stops taking jobs after WI_BATCH_BUDGET_MS; the rest go back
+ *		to the fetcher, not started, to be handed over again at once.
  *
  *		Every state change is guarded by (id, state = 'running', attempts);
  *		no statement here waits for a lock another session holds for longer
@@ -51,22 +56,18 @@
 #endif
 
 #include "webhook_ingest.h"
-#include "crash_guard.h"
+#include "applier_guard.h"
+#include "complete.h"
 #include "handler_call.h"
-#include "http.h"
 #include "job_store.h"
-#include "verdict.h"
 #include "worker_tx.h"
 
 /*
- * A batch stops taking jobs once it has run this long; the rest wait for the
- * next one, so slow handlers cannot hold every transfer's completion (and
+ * A batch stops taking jobs once it has run this long; the rest go back to
+ * the fetcher, so slow handlers cannot hold every result's completion (and
  * the commit that makes them visible) behind a whole batch.
  */
 #define WI_BATCH_BUDGET_MS	200
-
-/* How often curl is served between the jobs of a batch. */
-#define WI_SERVE_EVERY_MS	10
 
 /*
  * Completion batches whose done_batches row could not be written yet (a
@@ -79,91 +80,95 @@ static int	lsn_backlog_len = 0;
 /* The finished_at of the jobs the last committed batch made done: its now(). */
 static TimestampTz batch_finished_at = 0;
 
-static Transfer *
-find_transfer(List *batch, int64 job_id)
+/* The batch being completed. */
+typedef struct Batch
 {
-	ListCell   *lc;
+	ApplyJob   *jobs;
+	int			njobs;
+	int			fetcher_pid;	/* the jobs' worker_pid when they were handed over */
+	WiCounters *counters;
+} Batch;
 
-	foreach(lc, batch)
-		if (((Transfer *) lfirst(lc))->job_id == job_id)
-			return (Transfer *) lfirst(lc);
+static ApplyJob *
+find_job(Batch *b, int64 job_id)
+{
+	for (int i = 0; i < b->njobs; i++)
+		if (b->jobs[i].job_id == job_id)
+			return &b->jobs[i];
 	return NULL;
 }
 
+/* The job of each row of the last statement: still ours (running, this attempt, this fetcher's)? */
+static void
+judge_rows(Batch *b, WiOutcome ours, WiOutcome other)
+{
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		bool		isnull;
+		ApplyJob   *t = find_job(b, DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull)));
+		bool		running = DatumGetBool(SPI_getbinval(tup, SPI_tuptable->tupdesc, 2, &isnull));
+		int32		attempts = DatumGetInt32(SPI_getbinval(tup, SPI_tuptable->tupdesc, 3, &isnull));
+		Datum		pid = SPI_getbinval(tup, SPI_tuptable->tupdesc, 4, &isnull);
+
+		if (t != NULL)
+			t->outcome = (running && attempts == t->attempt && !isnull && DatumGetInt32(pid) == b->fetcher_pid) ?
+				ours : other;
+	}
+}
+
 /*
- * Step 1.  Every Transfer of the batch ends with outcome NONE (locked, ours
- * to complete), DISCARDED or DEFERRED.
+ * Step 1.  Every job of the batch ends with outcome NONE (locked, ours to
+ * complete), DISCARDED or LOCKED.
  */
 static void
-lock_batch(List *batch)
+lock_batch(Batch *b)
 {
 	static SPIPlanPtr lock_plan = NULL;
 	static SPIPlanPtr probe_plan = NULL;
 	Oid			types[1] = {INT8ARRAYOID};
 	Datum		args[1];
-	int64	   *ids = palloc(sizeof(int64) * list_length(batch));
+	int64	   *ids = palloc(sizeof(int64) * b->njobs);
 	int			n = 0;
-	ListCell   *lc;
 
-	foreach(lc, batch)
+	for (int i = 0; i < b->njobs; i++)
 	{
-		Transfer   *t = (Transfer *) lfirst(lc);
-
-		t->outcome = WI_OUTCOME_DEFERRED;	/* until its row is found below */
-		ids[n++] = t->job_id;
+		b->jobs[i].outcome = WI_OUTCOME_LOCKED;	/* until its row is found below */
+		ids[n++] = b->jobs[i].job_id;
 	}
 	args[0] = wi_id_array(ids, n);
 	if (wi_run_replanned(&lock_plan,
-						 "SELECT j.id, j.attempts, j.state::text = 'running' FROM webhook_ingest.queue j"
+						 "SELECT j.id, j.state::text = 'running', j.attempts, j.worker_pid FROM webhook_ingest.queue j"
 						 " WHERE j.id = ANY ($1) FOR NO KEY UPDATE SKIP LOCKED",
 						 1, types, args, NULL) != SPI_OK_SELECT)
 		elog(ERROR, "could not lock the batch's jobs");
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		HeapTuple	tup = SPI_tuptable->vals[i];
-		bool		isnull;
-		Transfer   *t = find_transfer(batch, DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull)));
-		bool		ours = DatumGetBool(SPI_getbinval(tup, SPI_tuptable->tupdesc, 3, &isnull)) &&
-			DatumGetInt32(SPI_getbinval(tup, SPI_tuptable->tupdesc, 2, &isnull)) == t->attempt;
-
-		t->outcome = ours ? WI_OUTCOME_NONE : WI_OUTCOME_DISCARDED;
-	}
+	judge_rows(b, WI_OUTCOME_NONE, WI_OUTCOME_DISCARDED);
 	if (SPI_processed == (uint64) n)
 		return;
 
-	/* Not locked: held by another session (keep it for later) or gone (drop it). */
+	/*
+	 * Not locked: held by another session (the fetcher keeps its result for
+	 * later), or gone, or no longer ours (drop it).
+	 */
 	n = 0;
-	foreach(lc, batch)
-		if (((Transfer *) lfirst(lc))->outcome == WI_OUTCOME_DEFERRED)
-			ids[n++] = ((Transfer *) lfirst(lc))->job_id;
+	for (int i = 0; i < b->njobs; i++)
+		if (b->jobs[i].outcome == WI_OUTCOME_LOCKED)
+		{
+			ids[n++] = b->jobs[i].job_id;
+			b->jobs[i].outcome = WI_OUTCOME_DISCARDED;	/* unless found below */
+		}
 	args[0] = wi_id_array(ids, n);
 	if (wi_run_replanned(&probe_plan,
-						 "SELECT j.id, j.attempts FROM webhook_ingest.queue j"
-						 " WHERE j.id = ANY ($1) AND j.state::text = 'running'",
+						 "SELECT j.id, j.state::text = 'running', j.attempts, j.worker_pid FROM webhook_ingest.queue j"
+						 " WHERE j.id = ANY ($1)",
 						 1, types, args, NULL) != SPI_OK_SELECT)
 		elog(ERROR, "could not look up the batch's jobs");
-	foreach(lc, batch)
-	{
-		Transfer   *t = (Transfer *) lfirst(lc);
-		bool		still_ours = false;
-
-		if (t->outcome != WI_OUTCOME_DEFERRED)
-			continue;
-		for (uint64 i = 0; i < SPI_processed && !still_ours; i++)
-		{
-			bool		isnull;
-
-			still_ours = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull)) ==
-				t->job_id &&
-				DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull)) == t->attempt;
-		}
-		if (!still_ours)
-			t->outcome = WI_OUTCOME_DISCARDED;
-	}
+	/* (the rows looked up are those of jobs not locked above: the others keep their verdict) */
+	judge_rows(b, WI_OUTCOME_LOCKED, WI_OUTCOME_DISCARDED);
 }
 
 static long
-backoff_ms(Transfer *t)
+backoff_ms(ApplyJob *t)
 {
 	double		delay = (double) wi_backoff_base_ms;
 
@@ -185,7 +190,7 @@ backoff_ms(Transfer *t)
 
 /* Record a failed attempt: a retry after a back-off, or dead. */
 static void
-record_failure(Transfer *t, WiVerdict verdict, const char *why, long elapsed_ms)
+record_failure(ApplyJob *t, WiApplyVerdict verdict, const char *why, long elapsed_ms)
 {
 	static const char *sql =
 		"UPDATE webhook_ingest.queue SET"
@@ -199,7 +204,7 @@ record_failure(Transfer *t, WiVerdict verdict, const char *why, long elapsed_ms)
 	Oid			argtypes[7] = {INT8OID, INT4OID, BOOLOID, BOOLOID, INT8OID, INT4OID, TEXTOID};
 	Datum		args[7];
 	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
-	bool		dead = (verdict == WI_V_DEAD || t->attempt >= t->max_attempts);
+	bool		dead = (verdict == WI_APPLY_DEAD || t->attempt >= t->max_attempts);
 	long		delay = dead ? 0 : backoff_ms(t);
 	char	   *msg;
 	static SPIPlanPtr plan = NULL;
@@ -224,7 +229,7 @@ record_failure(Transfer *t, WiVerdict verdict, const char *why, long elapsed_ms)
 		return;
 	}
 	t->outcome = dead ? WI_OUTCOME_DEAD : WI_OUTCOME_RETRY;
-	/* Kept with the Transfer (the worker frees both) for the failures ring. */
+	/* Kept with the job (in the batch's context) for the failures ring. */
 	t->why = MemoryContextStrdup(GetMemoryChunkContext(t), why);
 	if (dead)
 		ereport(LOG,
@@ -234,7 +239,7 @@ record_failure(Transfer *t, WiVerdict verdict, const char *why, long elapsed_ms)
 }
 
 static void
-count_failure(WiCounters *counters, Transfer *t)
+count_failure(WiCounters *counters, ApplyJob *t)
 {
 	if (t->outcome != WI_OUTCOME_DEAD && t->outcome != WI_OUTCOME_RETRY)
 		return;
@@ -249,7 +254,7 @@ count_failure(WiCounters *counters, Transfer *t)
 
 /* The job's payload, read now that its row is locked (NULL when it has none). */
 static Datum
-load_payload(Transfer *t, bool *isnull)
+load_payload(ApplyJob *t, bool *isnull)
 {
 	static SPIPlanPtr plan = NULL;
 	Oid			types[1] = {INT8OID};
@@ -266,7 +271,7 @@ load_payload(Transfer *t, bool *isnull)
 
 /* Without a handler, the document goes to webhook_ingest.documents. */
 static void
-store_document(Transfer *t, Datum external_id, Datum details, bool gone)
+store_document(ApplyJob *t, Datum external_id, Datum details, bool gone)
 {
 	static const char *sql =
 		"INSERT INTO webhook_ingest.documents (source, external_id, details, fetched_at)"
@@ -290,7 +295,7 @@ store_document(Transfer *t, Datum external_id, Datum details, bool gone)
  * instead, so a missing partition never fails a completion.
  */
 static void
-mark_done(Transfer *t)
+mark_done(ApplyJob *t)
 {
 	static const char *sql =
 		"WITH again AS ("
@@ -370,7 +375,7 @@ decide_notify(void)
 }
 
 static void
-notify_done(Transfer *t)
+notify_done(ApplyJob *t)
 {
 	static SPIPlanPtr plan = NULL;
 	Oid			types[1] = {TEXTOID};
@@ -396,7 +401,7 @@ notify_done(Transfer *t)
  * caller's subtransaction.  Errors propagate to the caller.
  */
 static void
-handle(Transfer *t, bool gone)
+handle(ApplyJob *t, bool gone)
 {
 	Datum		args[3];
 	bool		nulls[3] = {false, gone, false};
@@ -425,17 +430,17 @@ handle(Transfer *t, bool gone)
 }
 
 /* A handler that could not be called, or whose error no retry fixes, ends the job. */
-static WiVerdict
-handler_error_verdict(Transfer *t, ErrorData *e)
+static WiApplyVerdict
+handler_error_verdict(ApplyJob *t, ErrorData *e)
 {
 	if (OidIsValid(t->handler) && wi_handler_was_refused())
-		return WI_V_DEAD;
-	return wi_handler_error_final(e->sqlerrcode) ? WI_V_DEAD : WI_V_RETRY;
+		return WI_APPLY_DEAD;
+	return wi_handler_error_final(e->sqlerrcode) ? WI_APPLY_DEAD : WI_APPLY_RETRY;
 }
 
 /* What went wrong in a handler, for last_error. */
 static char *
-handler_failure(Transfer *t, ErrorData *e, bool gone, double handler_ms)
+handler_failure(ApplyJob *t, ErrorData *e, bool gone, double handler_ms)
 {
 	const char *what = gone ? "handler (object gone)" : "handler";
 
@@ -450,31 +455,30 @@ handler_failure(Transfer *t, ErrorData *e, bool gone, double handler_ms)
 
 /* Step 2 for one job whose row this transaction holds. */
 static void
-complete_one(Transfer *t, WiCounters *counters)
+complete_one(ApplyJob *t, WiCounters *counters)
 {
 	StringInfoData why;
-	WiVerdict	verdict;
-	long		elapsed_ms = (long) (t->seconds * 1000.0);
+	WiApplyVerdict verdict = t->verdict;
+	long		elapsed_ms = (long) (t->fetch_seconds * 1000.0);
 	MemoryContext before = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
 	TimestampTz started;
 
-	initStringInfo(&why);
-	verdict = wi_judge(t, &why);
-	if (verdict != WI_V_HANDLE && verdict != WI_V_GONE)
+	if (verdict != WI_APPLY_HANDLE && verdict != WI_APPLY_GONE)
 	{
-		record_failure(t, verdict, why.data, elapsed_ms);
+		record_failure(t, verdict, t->fetch_error, elapsed_ms);
 		count_failure(counters, t);
 		return;
 	}
 
 	started = GetCurrentTimestamp();
+	wi_applier_guard_handling(t->job_id);
 	BeginInternalSubTransaction(NULL);
 	/* The parsed document lives in the per-job context, not the batch's. */
 	MemoryContextSwitchTo(before);
 	PG_TRY();
 	{
-		handle(t, verdict == WI_V_GONE);
+		handle(t, verdict == WI_APPLY_GONE);
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(before);
 		CurrentResourceOwner = owner;
@@ -500,38 +504,18 @@ complete_one(Transfer *t, WiCounters *counters)
 		MemoryContextSwitchTo(before);
 		CurrentResourceOwner = owner;
 		counters->handler_errors++;
-		record_failure(t, handler_error_verdict(t, e), handler_failure(t, e, verdict == WI_V_GONE, handler_ms),
-					   elapsed_ms);
+		t->handler_error = true;
+		initStringInfo(&why);
+		appendStringInfoString(&why, handler_failure(t, e, verdict == WI_APPLY_GONE, handler_ms));
+		record_failure(t, handler_error_verdict(t, e), why.data, elapsed_ms);
 		count_failure(counters, t);
 		FreeErrorData(e);
 	}
 	PG_END_TRY();
+	wi_applier_guard_handling(0);
+	t->handler_us = GetCurrentTimestamp() - started;
+	counters->handler_us += t->handler_us;
 	wi_handler_end_job();
-}
-
-typedef struct Batch
-{
-	List	   *transfers;
-	WiCounters *counters;
-} Batch;
-
-/*
- * Between two jobs of a batch, let curl read what arrived meanwhile and
- * start what is due: transfers in flight are not left unserved for a whole
- * batch of handlers (curl's callbacks touch no database state).
- */
-static void
-serve_transfers(TimestampTz *last_served)
-{
-	TimestampTz now = GetCurrentTimestamp();
-
-	/* Often enough that no response waits long, rarely enough to cost nothing. */
-	if (!TimestampDifferenceExceeds(*last_served, now, WI_SERVE_EVERY_MS))
-		return;
-	wi_http_on_sockets();
-	if (wi_http_timeout_ms() == 0)
-		wi_http_on_timer();
-	*last_served = now;
 }
 
 static void
@@ -540,31 +524,27 @@ complete_batch(void *arg)
 	Batch	   *b = (Batch *) arg;
 	MemoryContext batch = CurrentMemoryContext;
 	MemoryContext per_job = AllocSetContextCreate(batch, "webhook_ingest job", ALLOCSET_DEFAULT_SIZES);
-	ListCell   *lc;
-
 	TimestampTz started = GetCurrentTimestamp();
-	TimestampTz last_served = started;
 	bool		out_of_time = false;
 
 	batch_finished_at = GetCurrentTransactionStartTimestamp();
-	lock_batch(b->transfers);
+	lock_batch(b);
 	decide_notify();
-	foreach(lc, b->transfers)
+	for (int i = 0; i < b->njobs; i++)
 	{
-		Transfer   *t = (Transfer *) lfirst(lc);
+		ApplyJob   *t = &b->jobs[i];
 
 		if (t->outcome != WI_OUTCOME_NONE)
 			continue;
 		if (out_of_time)
 		{
-			t->outcome = WI_OUTCOME_DEFERRED;	/* the next batch's */
+			t->outcome = WI_OUTCOME_NOT_STARTED;	/* handed over again, to the next batch */
 			continue;
 		}
 		MemoryContextSwitchTo(per_job);
 		complete_one(t, b->counters);
 		MemoryContextSwitchTo(batch);
 		MemoryContextReset(per_job);
-		serve_transfers(&last_served);
 		out_of_time = TimestampDifferenceExceeds(started, GetCurrentTimestamp(), WI_BATCH_BUDGET_MS);
 	}
 }
@@ -574,8 +554,9 @@ complete_batch(void *arg)
  * the batch's now() (every job it made done has it as finished_at), with
  * lsn, at or past the batch's commit; with it, rows the backlog still owes.
  * A short transaction of its own, committed asynchronously - if it is lost,
- * the worker's next start fills in the gap (wi_fill_missing_done_lsn).
- * Then wakes the waiters of the batch's done jobs.
+ * the fetcher's next start fills in the gap (wi_fill_missing_done_lsn), and
+ * an apply worker that stopped before it is followed by one that does
+ * (applier_guard.c).  Then wakes the waiters of the batch's done jobs.
  */
 typedef struct DoneLsn
 {
@@ -610,17 +591,25 @@ write_done_lsn(void *arg)
 		elog(ERROR, "could not record done_lsn");
 }
 
+/* The ids of the batch's jobs with this outcome, into ids; how many. */
+static int
+ids_with_outcome(const Batch *b, WiOutcome outcome, int64 *ids)
+{
+	int			n = 0;
+
+	for (int i = 0; i < b->njobs; i++)
+		if (b->jobs[i].outcome == outcome)
+			ids[n++] = b->jobs[i].job_id;
+	return n;
+}
+
 static void
-record_done_lsn(List *finished, XLogRecPtr lsn)
+record_done_lsn(const Batch *b, XLogRecPtr lsn)
 {
 	DoneLsn		d;
-	int64	   *ids = palloc(sizeof(int64) * (list_length(finished) + 1));
-	int			n = 0;
-	ListCell   *lc;
+	int64	   *ids = palloc(sizeof(int64) * (b->njobs + 1));
+	int			n = b->njobs > 0 ? ids_with_outcome(b, WI_OUTCOME_DONE, ids) : 0;
 
-	foreach(lc, finished)
-		if (((Transfer *) lfirst(lc))->outcome == WI_OUTCOME_DONE)
-			ids[n++] = ((Transfer *) lfirst(lc))->job_id;
 	if (n > 0 && lsn_backlog_len < WI_LSN_BACKLOG_MAX)
 		lsn_backlog[lsn_backlog_len++] = batch_finished_at;
 	if (lsn_backlog_len == 0)
@@ -644,46 +633,42 @@ record_done_lsn(List *finished, XLogRecPtr lsn)
 void
 wi_retry_done_lsn(void)
 {
+	Batch		none = {NULL, 0, 0, NULL};
+
 	if (lsn_backlog_len > 0)
-		record_done_lsn(NIL, GetXLogInsertRecPtr());
+		record_done_lsn(&none, GetXLogInsertRecPtr());
 }
 
 /* Wake the waiters of the jobs the batch made dead. */
 static void
-wake_dead(List *finished)
+wake_dead(const Batch *b)
 {
-	int64	   *ids = palloc(sizeof(int64) * list_length(finished));
-	int			n = 0;
-	ListCell   *lc;
+	int64	   *ids = palloc(sizeof(int64) * b->njobs);
 
-	foreach(lc, finished)
-		if (((Transfer *) lfirst(lc))->outcome == WI_OUTCOME_DEAD)
-			ids[n++] = ((Transfer *) lfirst(lc))->job_id;
-	wi_shmem_jobs_finished(ids, n);
+	wi_shmem_jobs_finished(ids, ids_with_outcome(b, WI_OUTCOME_DEAD, ids));
 	pfree(ids);
 }
 
 /* After the batch committed: what it did, for the views. */
 static void
-record_stats(List *finished)
+record_stats(const Batch *b)
 {
 	TimestampTz now = GetCurrentTimestamp();
-	ListCell   *lc;
 
 	wi_stats_begin();
-	foreach(lc, finished)
+	for (int i = 0; i < b->njobs; i++)
 	{
-		Transfer   *t = (Transfer *) lfirst(lc);
+		const ApplyJob *t = &b->jobs[i];
 
-		switch ((WiOutcome) t->outcome)
+		switch (t->outcome)
 		{
 			case WI_OUTCOME_DONE:
-				wi_stats_done(t->source, now, (double) (now - t->created_at), t->seconds * 1000000.0);
+				wi_stats_done(t->source, now, (double) (now - t->created_at), t->fetch_seconds * 1000000.0);
 				break;
 			case WI_OUTCOME_RETRY:
 			case WI_OUTCOME_DEAD:
-				wi_stats_failed(t->source, now, t->job_id, t->external_id, t->attempt, (int) t->status,
-								t->why ? t->why : "", t->seconds * 1000.0, t->outcome == WI_OUTCOME_DEAD);
+				wi_stats_failed(t->source, now, t->job_id, t->external_id, t->attempt, t->status,
+								t->why ? t->why : "", t->fetch_seconds * 1000.0, t->outcome == WI_OUTCOME_DEAD);
 				break;
 			default:
 				break;
@@ -692,85 +677,53 @@ record_stats(List *finished)
 	wi_stats_end();
 }
 
-/*
- * Complete a batch of finished transfers in one transaction; then record
- * the commit LSN of the jobs it made done, wake wait_for_job(), and count.
- * Returns the transfers left for a later turn (their rows were locked by
- * another session, or the whole batch met a lock timeout).
- */
-List *
-wi_complete(List *finished, WiCounters *counters)
+/* Did this job's completion end (whatever the outcome), as opposed to waiting for another turn? */
+static bool
+completion_ended(WiOutcome outcome)
 {
-	Batch		b = {finished, counters};
-	List	   *later = NIL;
+	return outcome != WI_OUTCOME_LOCKED && outcome != WI_OUTCOME_NOT_STARTED && outcome != WI_OUTCOME_ERROR;
+}
+
+/*
+ * Complete a batch of fetched results in one transaction; then record the
+ * commit LSN of the jobs it made done, wake wait_for_job(), and count.
+ * Each job's outcome says what became of it: LOCKED (its row was locked by
+ * another session, or the whole batch met a lock timeout) and NOT_STARTED
+ * ones go back to the fetcher for a later turn.
+ */
+void
+wi_complete(ApplyJob *jobs, int njobs, int fetcher_pid, WiCounters *counters)
+{
+	Batch		b = {jobs, njobs, fetcher_pid, counters};
 	bool		finished_some = false;
-	ListCell   *lc;
 
-	foreach(lc, finished)
+	for (int i = 0; i < njobs; i++)
 	{
-		Transfer   *t = (Transfer *) lfirst(lc);
-
-		if (t->why)
-			pfree(t->why);
-		t->why = NULL;
+		jobs[i].outcome = WI_OUTCOME_NONE;
+		jobs[i].why = NULL;
+		jobs[i].handler_us = 0;
+		jobs[i].handler_error = false;
 	}
-	wi_crash_guard_completing(finished);
+	wi_applier_guard_completing(jobs, njobs);
 	if (!wi_in_tx("webhook_ingest: completing fetched jobs", complete_batch, &b))
 	{
-		foreach(lc, finished)
-			((Transfer *) lfirst(lc))->outcome = WI_OUTCOME_DEFERRED;
+		for (int i = 0; i < njobs; i++)
+			jobs[i].outcome = WI_OUTCOME_LOCKED;
 	}
-	wi_crash_guard_completed(finished);
-
-	foreach(lc, finished)
+	for (int i = 0; i < njobs; i++)
 	{
-		Transfer   *t = (Transfer *) lfirst(lc);
-
-		if (t->outcome == WI_OUTCOME_DEFERRED)
-		{
-			later = lappend(later, t);
+		if (!completion_ended(jobs[i].outcome))
 			continue;
-		}
-		counters->fetched++;
-		counters->bytes += t->body_len;
-		if (t->outcome == WI_OUTCOME_DONE || t->outcome == WI_OUTCOME_DEAD)
+		counters->applied++;
+		counters->bytes += jobs[i].body_len;
+		if (jobs[i].outcome == WI_OUTCOME_DONE || jobs[i].outcome == WI_OUTCOME_DEAD)
 			finished_some = true;
 	}
 	if (finished_some)
 	{
-		record_done_lsn(finished, XactLastCommitEnd);
-		wake_dead(finished);
+		record_done_lsn(&b, XactLastCommitEnd);
+		wake_dead(&b);
 	}
-	record_stats(finished);
-	return later;
-}
-
-/*
- * A job the worker died while completing, alone (crash_guard.c): the crash
- * counts as an attempt, and after max_attempts the job is dead.  Returns 1
- * if the job was still running and is now pending or dead.
- */
-int
-wi_count_crash(int64 job_id)
-{
-	static SPIPlanPtr plan = NULL;
-	Oid			types[1] = {INT8OID};
-	Datum		args[1] = {Int64GetDatum(job_id)};
-
-	return wi_run_alone("webhook_ingest: counting a crash against its job", &plan,
-						"WITH culprit AS ("
-						"  SELECT c.id FROM webhook_ingest.queue c WHERE c.id = $1 AND c.state = 'running'"
-						"   FOR NO KEY UPDATE SKIP LOCKED)"
-						" UPDATE webhook_ingest.queue j SET"
-						"  state = CASE WHEN j.attempts >= s.max_attempts THEN 'dead' ELSE 'pending' END"
-						"          ::webhook_ingest.job_state,"
-						"  finished_at = CASE WHEN j.attempts >= s.max_attempts THEN now() END,"
-						"  next_attempt_at = now(), refetch = false, lease_until = NULL, worker_pid = NULL,"
-						"  updated_at = now(),"
-						"  last_error = format('attempt %s/%s: the worker died while handling it%s', j.attempts,"
-						"                      s.max_attempts, CASE WHEN j.attempts < s.max_attempts"
-						"                      THEN '; retrying alone' ELSE '' END)"
-						"  FROM culprit, webhook_ingest.sources s"
-						" WHERE j.id = culprit.id AND s.name = j.source",
-						1, types, args);
+	wi_applier_guard_completed();
+	record_stats(&b);
 }

@@ -47,9 +47,9 @@ static bool refused = false;
 /*
  * The hard deadline: a handler that swallows handler_timeout's cancel (an
  * EXCEPTION WHEN query_canceled block) and runs on is stopped the only way
- * PL code cannot catch - the worker exits, and the crash guard counts it
- * against the job.  It comes handler_timeout plus this grace (at most 1 s)
- * after the call started.
+ * PL code cannot catch - its apply worker exits, and the job is dead
+ * (crash_guard.c); the launcher starts another apply worker at once.  It
+ * comes handler_timeout plus this grace (at most 1 s) after the call started.
  */
 #define WI_HARD_DEADLINE_GRACE_MS	1000
 static TimeoutId hard_deadline = MAX_TIMEOUTS;
@@ -64,7 +64,14 @@ hard_deadline_reached(void)
 	SetLatch(MyLatch);
 }
 
-/* Did a handler run past its hard deadline (the worker is exiting for it)? */
+/* How long after handler_timeout a handler's apply worker is ended. */
+int
+wi_handler_hard_deadline_grace_ms(void)
+{
+	return Min(wi_handler_timeout_ms, WI_HARD_DEADLINE_GRACE_MS);
+}
+
+/* Did a handler run past its hard deadline (the apply worker is exiting for it)? */
 bool
 wi_handler_killed_worker(void)
 {
@@ -207,7 +214,7 @@ wi_call_handler(Oid handler, Datum *args, const bool *nulls)
 	all_constraints_immediate();
 	started = GetCurrentTimestamp();
 	enable_timeout_after(STATEMENT_TIMEOUT, wi_handler_timeout_ms);
-	enable_timeout_after(hard_deadline, wi_handler_timeout_ms + Min(wi_handler_timeout_ms, WI_HARD_DEADLINE_GRACE_MS));
+	enable_timeout_after(hard_deadline, wi_handler_timeout_ms + wi_handler_hard_deadline_grace_ms());
 	PG_TRY();
 	{
 		invoke(handler, args, nulls);
@@ -263,4 +270,19 @@ wi_handler_end_job(void)
 {
 	LockReleaseSession(USER_LOCKMETHOD);
 	refused = false;
+}
+
+/*
+ * A handler error that running the handler again cannot fix: its code is
+ * wrong (class 42, syntax error or access rule violation: an ambiguous
+ * column, a missing table or function, a missing privilege) or uses what the
+ * server does not support (class 0A).  Fixing it takes a change of the
+ * handler, the schema or a grant, and then retry_dead().
+ */
+bool
+wi_handler_error_final(int sqlerrcode)
+{
+	int			class = ERRCODE_TO_CATEGORY(sqlerrcode);
+
+	return class == ERRCODE_SYNTAX_ERROR_OR_ACCESS_RULE_VIOLATION || class == ERRCODE_FEATURE_NOT_SUPPORTED;
 }

@@ -36,10 +36,12 @@ typedef struct Transfer
 	WiSourceTls *conf;			/* the source's TLS settings and proxy, or NULL */
 	TimestampTz created_at;		/* when the job's first webhook came */
 
-	/* set by job_store.c when it completes the job */
-	int			outcome;		/* WiOutcome */
-	char	   *why;			/* what went wrong, for a failed outcome */
-	int			errors;			/* errors its completion met (worker_loop.c) */
+	/* set by the fetcher once the transfer is over (apply_dispatch.c) */
+	int			verdict;		/* WiApplyVerdict (verdict.c) */
+	char	   *why;			/* what went wrong with the transfer, for a failed verdict */
+	int			errors;			/* errors its completion met in an apply worker */
+	double		charged_us;		/* apply time charged to its source (sched_apply.c) */
+	bool		alone;			/* handed over in a batch of its own */
 
 	/* owned by http.c; callbacks touch only these, and never ereport */
 	CURL	   *easy;

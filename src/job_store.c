@@ -1,14 +1,11 @@
 /*
  * job_store.c
- *		The worker's SQL: claiming due jobs (a short transaction with FOR
+ *		The fetcher's SQL: claiming due jobs (a short transaction with FOR
  *		UPDATE SKIP LOCKED), reclaiming what a previous incarnation left
- *		running, and completing finished fetches - each handler in its own
- *		subtransaction, many completions in one transaction, then the
- *		commit's LSN into done_lsn.  Every state change is guarded by (id,
- *		state = 'running', attempts), so a late finisher never overwrites a
- *		newer state (a cancel, a reclaim).  Also the housekeeping statements:
- *		expired leases, parking jobs of paused sources, retention, purging
- *		event ids.  No HTTP happens here.
+ *		running, and the housekeeping statements: expired leases, parking
+ *		jobs of paused sources, retention and partitions (whose horizon the
+ *		apply workers' completions write by), purging event ids.  Completion
+ *		is the apply workers' (complete.c).  No HTTP happens here.
  *
  * IDENTIFICATION
  *		src/job_store.c
@@ -115,7 +112,6 @@ wi_park_paused(void)
  * rows.  Returns true when work is left for soon (false too when the round
  * met a lock timeout: it is tried again next round).
  */
-static WiStorageHorizon horizon = {DT_NOBEGIN, DT_NOBEGIN};
 
 static void
 maintain_storage(void *arg)
@@ -132,14 +128,18 @@ maintain_storage(void *arg)
 	row = SPI_tuptable->vals[0];
 	desc = SPI_tuptable->tupdesc;
 	*behind = DatumGetBool(SPI_getbinval(row, desc, 1, &isnull));
-	horizon.history_until = DatumGetTimestampTz(SPI_getbinval(row, desc, 2, &isnull));
-	horizon.kept_until = DatumGetTimestampTz(SPI_getbinval(row, desc, 3, &isnull));
+	/* For the apply workers, which write by it (shmem.c). */
+	wi_shmem_publish_horizon(DatumGetTimestampTz(SPI_getbinval(row, desc, 2, &isnull)),
+							 DatumGetTimestampTz(SPI_getbinval(row, desc, 3, &isnull)));
 }
 
-/* Until when the partitions take rows, as the last storage round found. */
+/* Until when the partitions take rows, as the fetcher's last storage round found. */
 const WiStorageHorizon *
 wi_storage_horizon(void)
 {
+	static WiStorageHorizon horizon;
+
+	wi_shmem_horizon(&horizon.history_until, &horizon.kept_until);
 	return &horizon;
 }
 

@@ -1,6 +1,7 @@
 /*
  * job_store.h
- *		The worker's SQL (job_store.c).
+ *		The fetcher's SQL (job_store.c), and the storage horizon every
+ *		completion writes by.
  *
  * IDENTIFICATION
  *		src/job_store.h
@@ -13,18 +14,6 @@
 #include "nodes/pg_list.h"
 #include "utils/timestamp.h"
 
-
-/* How a completion ended (Transfer.outcome). */
-typedef enum WiOutcome
-{
-	WI_OUTCOME_NONE,
-	WI_OUTCOME_DONE,			/* handler committed, job done */
-	WI_OUTCOME_REFETCH,			/* handler committed, a newer webhook sent it back to pending */
-	WI_OUTCOME_RETRY,			/* failed, retry scheduled */
-	WI_OUTCOME_DEAD,			/* failed for good */
-	WI_OUTCOME_DISCARDED,		/* no longer running under this attempt (cancelled, reclaimed) */
-	WI_OUTCOME_DEFERRED			/* its row was locked by another session: completed on a later turn */
-} WiOutcome;
 
 /* What wi_extension_state finds. */
 typedef enum WiExtensionState
@@ -57,10 +46,5 @@ extern int	wi_reclaim_expired(TimestampTz from, const int64 *given_up, int ngive
 extern int64 wi_purge_events(int max_pages);
 extern int	wi_active_jobs(const int64 *ids, int n, bool held_here, int64 *active);
 extern List *wi_claim(int max_jobs, int lease_s, MemoryContext cxt);
-
-/* complete.c */
-extern List *wi_complete(List *finished, WiCounters *counters);
-extern void wi_retry_done_lsn(void);
-extern int	wi_count_crash(int64 job_id);
 
 #endif							/* WI_JOB_STORE_H */

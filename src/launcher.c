@@ -1,17 +1,25 @@
 /*
  * launcher.c
  *		The launcher: a background worker with no database connection
- *		(shared catalogs only) that keeps one worker (worker.c) per database
- *		where the extension is installed.  It owns the slots of shmem.c: it
- *		reserves a database's slot before it registers its worker and frees
- *		it once the worker is gone.  It learns of databases from pg_database
- *		(connectable, not templates, passing webhook_ingest.database), of
- *		CREATE EXTENSION and CREATE DATABASE from a wake-up at their commit
- *		(utility.c), and of a worker's exit from the postmaster
- *		(bgw_notify_pid).  A worker that finds no extension leaves cleanly
- *		and is not started again until CREATE EXTENSION there; one that
- *		crashed is restarted with a back-off; webhook_ingest.max_databases
- *		caps them.  A restarted launcher adopts the workers still running.
+ *		(shared catalogs only) that keeps, per database where the extension
+ *		is installed, one worker (its fetcher, worker.c) and, once that is
+ *		ready, webhook_ingest.apply_workers apply workers (applier.c).  It
+ *		owns the slots of shmem.c: it reserves a database's slot before it
+ *		registers its worker and frees it once every process of the database
+ *		is gone.  It learns of databases from pg_database (connectable, not
+ *		templates, passing webhook_ingest.database), of CREATE EXTENSION and
+ *		CREATE DATABASE from a wake-up at their commit (utility.c), and of a
+ *		process's exit from the postmaster (bgw_notify_pid).  A worker that
+ *		finds no extension leaves cleanly, its apply workers are stopped, and
+ *		none is started again until CREATE EXTENSION there.  A process that
+ *		an administrator terminated, or an apply worker ended because a
+ *		handler ran past its hard deadline, is restarted at once; one that
+ *		crashed or failed is restarted with a back-off of its own (the
+ *		others of its database keep running).  webhook_ingest.max_databases
+ *		caps the databases; when max_worker_processes leaves too little
+ *		room, each database gets its worker and a first apply worker before
+ *		any gets a second.  A restarted launcher adopts the processes still
+ *		running.
  *
  * IDENTIFICATION
  *		src/launcher.c
@@ -43,6 +51,7 @@
 #include "utils/varlena.h"
 
 #include "webhook_ingest.h"
+#include "applier.h"
 #include "shmem.h"
 
 PGDLLEXPORT void webhook_ingest_launcher_main(Datum arg);
@@ -57,9 +66,20 @@ PGDLLEXPORT void webhook_ingest_launcher_main(Datum arg);
 typedef enum DbState
 {
 	DB_WANT,					/* should have a worker: start one when due */
-	DB_RUNNING,					/* has a slot and a worker (or one starting) */
+	DB_RUNNING,					/* has a slot, and a worker (or one due to restart) */
+	DB_STOPPING,				/* its processes are asked to stop; then after_stop */
 	DB_IDLE						/* no extension there: until CREATE EXTENSION */
 } DbState;
+
+/* One process of a database: its worker, or an apply worker. */
+typedef struct ProcEntry
+{
+	BackgroundWorkerHandle *handle; /* NULL: none, or one adopted at start */
+	bool		running;		/* started or adopted, not yet reaped */
+	TimestampTz next_start;
+	TimestampTz started;
+	int			failures;
+} ProcEntry;
 
 /* What the launcher knows of one database (its own memory). */
 typedef struct DbEntry
@@ -67,14 +87,16 @@ typedef struct DbEntry
 	Oid			database;		/* hash key */
 	NameData	name;
 	DbState		state;
-	BackgroundWorkerHandle *handle; /* NULL for a worker adopted at start */
-	TimestampTz next_start;
-	TimestampTz started;
-	int			failures;
+	DbState		after_stop;		/* DB_STOPPING: what it becomes once all is gone */
+	ProcEntry	fetcher;
+	ProcEntry	appliers[WI_MAX_APPLIERS];
 	bool		seen;			/* in the latest read of pg_database */
 	bool		recheck;		/* asked to look while a worker ran */
 	bool		told_capped;
 } DbEntry;
+
+/* Said once in a while: max_worker_processes left no room for an apply worker. */
+static TimestampTz told_no_room = 0;
 
 static HTAB *databases = NULL;
 
@@ -136,9 +158,17 @@ free_slot(WiSlot *slot)
 	slot->database = InvalidOid;
 	slot->starting = false;
 	slot->stop_requested = false;
+	slot->fetcher_ready = false;
 	slot->worker_pid = 0;
 	slot->worker_latch = NULL;
 	slot->state[0] = '\0';
+	for (int i = 0; i < WI_MAX_APPLIERS; i++)
+	{
+		slot->appliers[i].starting = false;
+		slot->appliers[i].pid = 0;
+		slot->appliers[i].latch = NULL;
+		slot->appliers[i].state[0] = '\0';
+	}
 }
 
 static DbEntry *
@@ -173,7 +203,11 @@ announce_and_adopt(void)
 
 		if (!OidIsValid(slot->database))
 			continue;
-		if (slot->worker_pid == 0)
+		/* Processes that never attached are not waited for: their database starts anew. */
+		slot->starting = false;
+		for (int k = 0; k < WI_MAX_APPLIERS; k++)
+			slot->appliers[k].starting = false;
+		if (!wi_slot_has_processes(slot))
 		{
 			free_slot(slot);
 			continue;
@@ -181,8 +215,15 @@ announce_and_adopt(void)
 		e = entry_for(slot->database, &found);
 		memset(e, 0, sizeof(DbEntry));
 		e->database = slot->database;
-		e->state = DB_RUNNING;
-		e->started = GetCurrentTimestamp();
+		e->state = slot->stop_requested ? DB_STOPPING : DB_RUNNING;
+		e->after_stop = DB_WANT;
+		e->fetcher.running = slot->worker_pid != 0;
+		e->fetcher.started = GetCurrentTimestamp();
+		for (int k = 0; k < WI_MAX_APPLIERS; k++)
+		{
+			e->appliers[k].running = slot->appliers[k].pid != 0;
+			e->appliers[k].started = e->fetcher.started;
+		}
 		e->seen = true;
 		adopted++;
 	}
@@ -292,72 +333,173 @@ backoff_ms(int failures)
 	return Min(ms, WI_BACKOFF_MAX_MS);
 }
 
-/* What a stopped worker's exit means for its database. */
+/* Is a process still there?  By its handle, or (adopted) by its pid in the slot. */
+static bool
+alive(const ProcEntry *p, pid_t slot_pid)
+{
+	pid_t		pid;
+
+	if (p->handle)
+		return GetBackgroundWorkerPid(p->handle, &pid) != BGWH_STOPPED;
+	return slot_pid != 0;
+}
+
+/*
+ * When a process that exited for this reason starts again: at once after an
+ * administrator's SIGTERM, a clean stop or a handler's hard deadline (the
+ * job is dead: it will not do it again); after a crash or a failure, with a
+ * back-off that doubles, starting afresh after WI_HEALTHY_MS of health.
+ */
 static void
-after_exit(DbEntry *e, WiExitReason reason, bool stop_requested)
+schedule_restart(ProcEntry *p, WiExitReason reason, const char *what, const char *dbname)
 {
 	TimestampTz now = GetCurrentTimestamp();
 
-	if (e->handle)
-		pfree(e->handle);
-	e->handle = NULL;
-	if (stop_requested || reason == WI_EXIT_STOPPED)
-		e->state = DB_WANT;
-	else if (reason == WI_EXIT_NO_EXTENSION)
-		e->state = e->recheck ? DB_WANT : DB_IDLE;
-	else
+	if (p->handle)
+		pfree(p->handle);
+	p->handle = NULL;
+	p->running = false;
+	if (reason != WI_EXIT_UNEXPECTED)
 	{
-		if (TimestampDifferenceExceeds(e->started, now, WI_HEALTHY_MS))
-			e->failures = 0;
-		e->failures++;
-		e->state = DB_WANT;
-		e->next_start = TimestampTzPlusMilliseconds(now, backoff_ms(e->failures));
-		ereport(LOG,
-				(errmsg("webhook_ingest launcher: the worker of database \"%s\" exited unexpectedly, restarting it in %d ms",
-						NameStr(e->name), backoff_ms(e->failures))));
+		p->next_start = now;
+		if (reason == WI_EXIT_TERMINATED || reason == WI_EXIT_DEADLINE)
+			ereport(LOG,
+					(errmsg("webhook_ingest launcher: the %s of database \"%s\" was %s, restarting it now", what, dbname,
+							reason == WI_EXIT_TERMINATED ? "terminated" : "ended at a handler's hard deadline")));
+		return;
+	}
+	if (TimestampDifferenceExceeds(p->started, now, WI_HEALTHY_MS))
+		p->failures = 0;
+	p->failures++;
+	p->next_start = TimestampTzPlusMilliseconds(now, backoff_ms(p->failures));
+	ereport(LOG,
+			(errmsg("webhook_ingest launcher: the %s of database \"%s\" exited unexpectedly, restarting it in %d ms",
+					what, dbname, backoff_ms(p->failures))));
+}
+
+/* Ask every process of a slot to stop; the caller holds the mutex. */
+static void
+ask_slot_to_stop(WiSlot *slot)
+{
+	slot->stop_requested = true;
+	if (slot->worker_latch)
+		SetLatch(slot->worker_latch);
+	for (int k = 0; k < WI_MAX_APPLIERS; k++)
+		if (slot->appliers[k].latch)
+			SetLatch(slot->appliers[k].latch);
+}
+
+/* What the worker's exit means for its database. */
+static void
+after_fetcher_exit(DbEntry *e, WiExitReason reason, bool stop_requested)
+{
+	if (stop_requested || reason == WI_EXIT_STOPPED || reason == WI_EXIT_NO_EXTENSION || !e->seen)
+	{
+		WiSlot	   *slot;
+
+		/* for good: its apply workers stop too, and the slot goes once they have */
+		e->state = DB_STOPPING;
+		e->after_stop = (reason == WI_EXIT_NO_EXTENSION && !e->recheck && !stop_requested) ? DB_IDLE : DB_WANT;
+		if (e->fetcher.handle)
+			pfree(e->fetcher.handle);
+		e->fetcher.handle = NULL;
+		e->fetcher.running = false;
+		SpinLockAcquire(&wi_shared->mutex);
+		if ((slot = wi_slot_of(e->database)) != NULL)
+			ask_slot_to_stop(slot);
+		SpinLockRelease(&wi_shared->mutex);
+		return;
+	}
+	schedule_restart(&e->fetcher, reason, "worker", NameStr(e->name));
+}
+
+/* The apply workers of a database that exited since the last look. */
+static void
+reap_appliers(DbEntry *e)
+{
+	for (int k = 0; k < WI_MAX_APPLIERS; k++)
+	{
+		ProcEntry  *p = &e->appliers[k];
+		WiSlot	   *slot;
+		WiExitReason reason = WI_EXIT_UNEXPECTED;
+		char		what[32];
+		bool		gone;
+
+		if (!p->running)
+			continue;
+		SpinLockAcquire(&wi_shared->mutex);
+		slot = wi_slot_of(e->database);
+		gone = !alive(p, slot ? slot->appliers[k].pid : 0);
+		if (gone && slot)
+		{
+			reason = slot->appliers[k].exit_reason;
+			slot->appliers[k].starting = false;
+		}
+		SpinLockRelease(&wi_shared->mutex);
+		if (!gone)
+			continue;
+		snprintf(what, sizeof(what), "apply worker %d", k);
+		schedule_restart(p, reason == WI_EXIT_STOPPED ? WI_EXIT_STOPPED : reason, what, NameStr(e->name));
 	}
 }
 
-/* Is this database's worker still there?  Frees the slot when not. */
+/* Is any process of the database still there (or starting)? */
+static bool
+any_running(const DbEntry *e)
+{
+	if (e->fetcher.running)
+		return true;
+	for (int k = 0; k < WI_MAX_APPLIERS; k++)
+		if (e->appliers[k].running)
+			return true;
+	return false;
+}
+
+/*
+ * Are this database's processes still there?  Handles the worker's exit
+ * (restart, or stop them all), the apply workers' (restart each), and frees
+ * the slot once every process is gone from a database that stops.
+ */
 static void
 reap(DbEntry *e)
 {
-	bool		alive;
-	pid_t		pid;
 	WiSlot	   *slot;
 	WiExitReason reason = WI_EXIT_UNEXPECTED;
 	bool		stop_requested = false;
-
-	if (e->handle)
-		alive = GetBackgroundWorkerPid(e->handle, &pid) != BGWH_STOPPED;
-	else
-	{
-		SpinLockAcquire(&wi_shared->mutex);
-		slot = wi_slot_of(e->database);
-		alive = slot != NULL && slot->worker_pid != 0;
-		SpinLockRelease(&wi_shared->mutex);
-	}
+	bool		fetcher_gone = false;
 
 	SpinLockAcquire(&wi_shared->mutex);
 	slot = wi_slot_of(e->database);
 	if (slot && !e->seen)
+		ask_slot_to_stop(slot);	/* dropped, now a template, or filtered out */
+	if (e->fetcher.running && !alive(&e->fetcher, slot ? slot->worker_pid : 0))
 	{
-		/* Dropped, now a template, or filtered out: stop it. */
-		slot->stop_requested = true;
-		if (slot->worker_latch)
-			SetLatch(slot->worker_latch);
-	}
-	if (!alive && slot)
-	{
-		reason = slot->exit_reason;
-		stop_requested = slot->stop_requested;
-		free_slot(slot);
+		fetcher_gone = true;
+		if (slot)
+		{
+			reason = slot->exit_reason;
+			stop_requested = slot->stop_requested;
+			slot->starting = false;
+		}
 	}
 	SpinLockRelease(&wi_shared->mutex);
-	if (alive)
-		return;
-	ConditionVariableBroadcast(&wi_shared->slot_changed);
-	after_exit(e, reason, stop_requested);
+	if (fetcher_gone)
+	{
+		after_fetcher_exit(e, reason, stop_requested);
+		ConditionVariableBroadcast(&wi_shared->slot_changed);
+	}
+	reap_appliers(e);
+	if (e->state == DB_STOPPING && !any_running(e))
+	{
+		SpinLockAcquire(&wi_shared->mutex);
+		slot = wi_slot_of(e->database);
+		if (slot)
+			free_slot(slot);
+		SpinLockRelease(&wi_shared->mutex);
+		ConditionVariableBroadcast(&wi_shared->slot_changed);
+		e->state = e->after_stop;
+		e->fetcher.next_start = GetCurrentTimestamp();
+	}
 }
 
 /* Reserve a slot for a database; false when none is free or it is blocked. */
@@ -382,6 +524,14 @@ reserve_slot(Oid database, bool *capped)
 			free->started_at = 0;
 			memset(&free->counters, 0, sizeof(WiCounters));
 			free->in_flight = 0;
+			free->applying = 0;
+			free->history_until = DT_NOBEGIN;
+			free->kept_until = DT_NOBEGIN;
+			for (int k = 0; k < WI_MAX_APPLIERS; k++)
+			{
+				memset(&free->appliers[k], 0, sizeof(WiApplierSlot));
+				free->appliers[k].queues = DSM_HANDLE_INVALID;
+			}
 			strlcpy(free->state, "starting", sizeof(free->state));
 		}
 		else
@@ -431,15 +581,37 @@ database_exists(Oid database)
 	return exists;
 }
 
+/* A database's worker registered; the slot (reserved) is marked starting. */
+static bool
+register_fetcher(DbEntry *e)
+{
+	BackgroundWorker worker;
+
+	wi_worker_describe(&worker, e->database);
+	if (!RegisterDynamicBackgroundWorker(&worker, &e->fetcher.handle))
+	{
+		e->fetcher.handle = NULL;
+		e->fetcher.failures++;
+		e->fetcher.next_start = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), backoff_ms(e->fetcher.failures));
+		ereport(LOG,
+				(errmsg("webhook_ingest launcher: could not start a worker for database \"%s\"",
+						NameStr(e->name)),
+				 errhint("Raise max_worker_processes: it counts the launcher and, per database, the worker and its webhook_ingest.apply_workers apply workers.")));
+		return false;
+	}
+	e->fetcher.running = true;
+	e->fetcher.started = GetCurrentTimestamp();
+	ereport(DEBUG1, (errmsg("webhook_ingest launcher: started a worker for database \"%s\"", NameStr(e->name))));
+	return true;
+}
+
 /* Start a database's worker if it is due; returns false if capped. */
 static bool
 start(DbEntry *e)
 {
-	BackgroundWorker worker;
 	bool		capped = false;
-	TimestampTz now = GetCurrentTimestamp();
 
-	if (e->next_start > now)
+	if (e->fetcher.next_start > GetCurrentTimestamp())
 		return true;
 	if (!reserve_slot(e->database, &capped))
 		return !capped;
@@ -458,24 +630,111 @@ start(DbEntry *e)
 		return true;
 	}
 	e->told_capped = false;
-	wi_worker_describe(&worker, e->database);
-	if (!RegisterDynamicBackgroundWorker(&worker, &e->handle))
+	if (!register_fetcher(e))
 	{
 		release_slot(e->database);
-		e->handle = NULL;
-		e->failures++;
-		e->next_start = TimestampTzPlusMilliseconds(now, backoff_ms(e->failures));
-		ereport(LOG,
-				(errmsg("webhook_ingest launcher: could not start a worker for database \"%s\"",
-						NameStr(e->name)),
-				 errhint("Raise max_worker_processes: it counts the launcher and one worker per database.")));
 		return true;
 	}
 	e->state = DB_RUNNING;
 	e->recheck = false;
-	e->started = now;
-	ereport(DEBUG1, (errmsg("webhook_ingest launcher: started a worker for database \"%s\"", NameStr(e->name))));
 	return true;
+}
+
+/* A running database's worker exited and is due again: into the slot its apply workers still use. */
+static void
+restart_fetcher(DbEntry *e)
+{
+	WiSlot	   *slot;
+	bool		blocked;
+
+	if (e->fetcher.running || e->fetcher.next_start > GetCurrentTimestamp())
+		return;
+	SpinLockAcquire(&wi_shared->mutex);
+	slot = wi_slot_of(e->database);
+	blocked = slot == NULL || slot->stop_requested || is_blocked(e->database);
+	if (!blocked)
+	{
+		slot->starting = true;
+		slot->exit_reason = WI_EXIT_UNEXPECTED;
+		strlcpy(slot->state, "starting", sizeof(slot->state));
+	}
+	SpinLockRelease(&wi_shared->mutex);
+	if (!blocked && !register_fetcher(e))
+	{
+		SpinLockAcquire(&wi_shared->mutex);
+		if ((slot = wi_slot_of(e->database)) != NULL)
+			slot->starting = false;
+		SpinLockRelease(&wi_shared->mutex);
+	}
+}
+
+/*
+ * Start apply worker k of a running database if it is due and its worker is
+ * ready; false when max_worker_processes leaves no room (the pass stops
+ * starting apply workers then).
+ */
+static bool
+start_applier(DbEntry *e, int k)
+{
+	ProcEntry  *p = &e->appliers[k];
+	BackgroundWorker worker;
+	WiSlot	   *slot;
+	bool		ready;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (e->state != DB_RUNNING || p->running || p->next_start > now)
+		return true;
+	SpinLockAcquire(&wi_shared->mutex);
+	slot = wi_slot_of(e->database);
+	ready = slot != NULL && slot->fetcher_ready && !slot->stop_requested && slot->appliers[k].pid == 0;
+	if (ready)
+	{
+		slot->appliers[k].starting = true;
+		slot->appliers[k].exit_reason = WI_EXIT_UNEXPECTED;
+		strlcpy(slot->appliers[k].state, "starting", sizeof(slot->appliers[k].state));
+	}
+	SpinLockRelease(&wi_shared->mutex);
+	if (!ready)
+		return true;
+	wi_applier_describe(&worker, e->database, k);
+	if (!RegisterDynamicBackgroundWorker(&worker, &p->handle))
+	{
+		p->handle = NULL;
+		p->next_start = TimestampTzPlusMilliseconds(now, WI_BACKOFF_MIN_MS);
+		SpinLockAcquire(&wi_shared->mutex);
+		slot->appliers[k].starting = false;
+		strlcpy(slot->appliers[k].state, "no room: max_worker_processes", sizeof(slot->appliers[k].state));
+		SpinLockRelease(&wi_shared->mutex);
+		if (TimestampDifferenceExceeds(told_no_room, now, WI_RESCAN_MS * 6))
+		{
+			ereport(LOG,
+					(errmsg("webhook_ingest launcher: could not start apply worker %d for database \"%s\"",
+							k, NameStr(e->name)),
+					 errdetail("Its jobs wait for the apply workers that run; with none, nothing completes."),
+					 errhint("Raise max_worker_processes: it counts the launcher and, per database, the worker and its webhook_ingest.apply_workers (%d) apply workers.",
+							 wi_apply_workers)));
+			told_no_room = now;
+		}
+		return false;
+	}
+	p->running = true;
+	p->started = now;
+	return true;
+}
+
+/* When the next start of one of the database's processes is due (DT_NOEND: none waits). */
+static TimestampTz
+next_due(const DbEntry *e)
+{
+	TimestampTz due = DT_NOEND;
+
+	if ((e->state == DB_WANT || e->state == DB_RUNNING) && !e->fetcher.running)
+		due = e->fetcher.next_start;
+	if (e->state == DB_RUNNING)
+		for (int k = 0; k < wi_apply_workers; k++)
+			if (!e->appliers[k].running)
+				due = Min(due, e->appliers[k].next_start);
+	return due;
 }
 
 static void
@@ -491,6 +750,19 @@ tell_capped(DbEntry *e)
 			 errhint("Raise webhook_ingest.max_databases (and max_worker_processes) and restart the server.")));
 }
 
+/*
+ * Apply workers due: first apply worker 0 of every database, then 1, and so
+ * on, so that too few max_worker_processes leave no database without one.
+ */
+static void
+start_appliers(DbEntry **running, int n)
+{
+	for (int k = 0; k < wi_apply_workers; k++)
+		for (int i = 0; i < n; i++)
+			if (!start_applier(running[i], k))
+				return;
+}
+
 /* One pass over the databases: reap, forget, start; publish who is capped. */
 static long
 tend_databases(void)
@@ -501,37 +773,51 @@ tend_databases(void)
 	int			ncapped = 0;
 	long		timeout = WI_RESCAN_MS;
 	TimestampTz now = GetCurrentTimestamp();
-
-	DbEntry   **due = palloc(sizeof(DbEntry *) * (hash_get_num_entries(databases) + 1));
+	long		size = hash_get_num_entries(databases) + 1;
+	DbEntry   **due = palloc(sizeof(DbEntry *) * size);
+	DbEntry   **running = palloc(sizeof(DbEntry *) * size);
 	int			ndue = 0;
+	int			nrunning = 0;
 
 	hash_seq_init(&seq, databases);
 	while ((e = hash_seq_search(&seq)) != NULL)
 	{
-		if (e->state == DB_RUNNING)
+		if (e->state == DB_RUNNING || e->state == DB_STOPPING)
 			reap(e);
-		if (e->state != DB_RUNNING && !e->seen)
+		if (e->state != DB_RUNNING && e->state != DB_STOPPING && !e->seen)
 		{
 			(void) hash_search(databases, &e->database, HASH_REMOVE, NULL);
 			continue;
 		}
 		if (e->state == DB_WANT)
 			due[ndue++] = e;
+		else if (e->state == DB_RUNNING)
+			running[nrunning++] = e;
 	}
 	/* Started after the scan: start() runs a transaction, which must not span a hash scan. */
 	for (int i = 0; i < ndue; i++)
 	{
-		e = due[i];
-		if (!start(e))
+		if (!start(due[i]))
 		{
-			tell_capped(e);
+			tell_capped(due[i]);
 			if (ncapped < WI_MAX_CAPPED)
-				capped[ncapped++] = e->database;
+				capped[ncapped++] = due[i]->database;
 		}
-		else if (e->state == DB_WANT && e->next_start > now)
-			timeout = Min(timeout, (long) ((e->next_start - now) / 1000) + 1);
+	}
+	for (int i = 0; i < nrunning; i++)
+		restart_fetcher(running[i]);
+	start_appliers(running, nrunning);
+	for (int i = 0; i < ndue; i++)
+		running[nrunning++] = due[i];
+	for (int i = 0; i < nrunning; i++)
+	{
+		TimestampTz at = next_due(running[i]);
+
+		if (at != DT_NOEND && at > now)
+			timeout = Min(timeout, (long) ((at - now) / 1000) + 1);
 	}
 	pfree(due);
+	pfree(running);
 	SpinLockAcquire(&wi_shared->mutex);
 	wi_shared->ncapped = ncapped;
 	memcpy(wi_shared->capped, capped, sizeof(Oid) * ncapped);

@@ -1,6 +1,6 @@
 /*
  * scheduler.c
- *		Who gets the worker's free fetch slots.  The worker keeps, per source,
+ *		Who gets the fetcher's free fetch slots.  The worker keeps, per source,
  *		what limits it: fetches in flight (against max_in_flight), a token
  *		bucket (rate_limit requests per second, rate_burst deep), a throttle
  *		the upstream asked for (until when, and what said so).  When a
@@ -23,8 +23,15 @@
  *		than its quota has no more due work, and the next pass shares what
  *		is left among the others.
  *
- *		The state lives in the worker's memory (a hash in TopMemoryContext):
- *		a restarted worker starts with full buckets and no throttles.  Any
+ *		A job counts as in flight from its claim until its completion is over
+ *		(fetching, or fetched and waiting for or in an apply worker), so a
+ *		source whose results wait for apply workers gets fewer new fetches;
+ *		one whose backlog of results would take its apply workers' time for
+ *		long gets none (sched_apply.c, which also shares the apply workers'
+ *		time among sources).
+ *
+ *		The state lives in the fetcher's memory (a hash in TopMemoryContext):
+ *		a restarted fetcher starts with full buckets and no throttles.  Any
  *		change of a source's row (alter_source, resume_source) ends its
  *		throttle.  Nothing here touches SQL or shared memory; shmem.c
  *		publishes wi_sched_shown() for queue_stats.
@@ -42,55 +49,21 @@
 
 #include "webhook_ingest.h"
 #include "scheduler.h"
-#include "worker_loop.h"
+#include "scheduler_internal.h"
 
-typedef struct SourceSched
-{
-	char		name[WI_SOURCE_NAME_LEN];	/* hash key */
-	bool		present;		/* in the latest read of sources */
-	bool		paused;
-	int			weight;
-	double		rate_limit;		/* requests per second; 0: none */
-	int			burst;
-	int			max_in_flight;	/* 0: none */
-
-	int			in_flight;		/* claimed, fetch not finished */
-	int			claiming;		/* claimed in the open claim transaction */
-	double		tokens;
-	TimestampTz tokens_at;
-	TimestampTz throttled_until;	/* 0: not throttled */
-	TimestampTz throttled_at;
-	char		throttled_by[32];
-	bool		probing;		/* its throttle ran out: one fetch at a time until
-								 * a response does not throttle */
-
-	double		level;			/* in this pass: (in flight + claiming) / weight */
-	bool		backlogged;		/* its last claim filled its quota: more may be due */
-	bool		probed;			/* in this claim: the probe looked for its due jobs */
-	bool		has_due;		/* in this claim: the probe found due jobs */
-	bool		drained;		/* in this claim: returned less than its quota */
-	TimestampTz stopped_at;		/* where its last walk stopped; DT_NOBEGIN: the start */
-
-	/* the pass in progress */
-	int			quota;
-	int			allowance;
-	int			claimed;
-	TimestampTz last_due;
-} SourceSched;
-
-static HTAB *sources = NULL;
+HTAB	   *wi_sched_sources = NULL;
 static bool throttles_changed = false;	/* since wi_sched_shown last ran */
 
 /*
  * wi_sched_wait_ms's answer, kept between the loop's passes (it asks twice a
  * pass) until something it depends on changes: every function here that
- * changes a source's state says so with state_changed().
+ * changes a source's state says so with wi_sched_state_changed().
  */
 static TimestampTz soonest_wake = DT_NOEND;
 static bool soonest_wake_known = false;
 
-static inline void
-state_changed(void)
+void
+wi_sched_state_changed(void)
 {
 	soonest_wake_known = false;
 }
@@ -104,16 +77,16 @@ wi_sched_init(void)
 	ctl.entrysize = sizeof(SourceSched);
 	ctl.hcxt = TopMemoryContext;
 #if PG_VERSION_NUM >= 140000
-	sources = hash_create("webhook_ingest scheduler", 64, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	wi_sched_sources = hash_create("webhook_ingest scheduler", 64, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 #else
-	sources = hash_create("webhook_ingest scheduler", 64, &ctl, HASH_ELEM | HASH_CONTEXT);
+	wi_sched_sources = hash_create("webhook_ingest scheduler", 64, &ctl, HASH_ELEM | HASH_CONTEXT);
 #endif
 }
 
-static SourceSched *
-lookup(const char *name)
+SourceSched *
+wi_sched_lookup(const char *name)
 {
-	return (SourceSched *) hash_search(sources, name, HASH_FIND, NULL);
+	return (SourceSched *) hash_search(wi_sched_sources, name, HASH_FIND, NULL);
 }
 
 /* A claim begins: nothing claimed in it yet, no source drained. */
@@ -123,8 +96,8 @@ wi_sched_begin_claim(void)
 	HASH_SEQ_STATUS seq;
 	SourceSched *s;
 
-	state_changed();
-	hash_seq_init(&seq, sources);
+	wi_sched_state_changed();
+	hash_seq_init(&seq, wi_sched_sources);
 	while ((s = hash_seq_search(&seq)) != NULL)
 	{
 		s->claiming = 0;
@@ -149,10 +122,10 @@ wi_sched_refresh(const char *name, bool paused, int weight, double rate_limit, i
 	bool		found;
 	SourceSched *s;
 
-	state_changed();
+	wi_sched_state_changed();
 	if (strlen(name) >= WI_SOURCE_NAME_LEN)
 		return;					/* cannot be: names are checked */
-	s = (SourceSched *) hash_search(sources, name, HASH_ENTER, &found);
+	s = (SourceSched *) hash_search(wi_sched_sources, name, HASH_ENTER, &found);
 	if (!found)
 	{
 		memset((char *) s + WI_SOURCE_NAME_LEN, 0, sizeof(SourceSched) - WI_SOURCE_NAME_LEN);
@@ -187,8 +160,8 @@ wi_sched_begin_refresh(void)
 	HASH_SEQ_STATUS seq;
 	SourceSched *s;
 
-	state_changed();
-	hash_seq_init(&seq, sources);
+	wi_sched_state_changed();
+	hash_seq_init(&seq, wi_sched_sources);
 	while ((s = hash_seq_search(&seq)) != NULL)
 		s->present = false;
 }
@@ -203,11 +176,11 @@ wi_sched_forget_dropped(void)
 	HASH_SEQ_STATUS seq;
 	SourceSched *s;
 
-	state_changed();
-	hash_seq_init(&seq, sources);
+	wi_sched_state_changed();
+	hash_seq_init(&seq, wi_sched_sources);
 	while ((s = hash_seq_search(&seq)) != NULL)
 		if (!s->present && s->in_flight == 0)
-			(void) hash_search(sources, s->name, HASH_REMOVE, NULL);
+			(void) hash_search(wi_sched_sources, s->name, HASH_REMOVE, NULL);
 }
 
 static void
@@ -232,7 +205,7 @@ allowance(SourceSched *s, TimestampTz now)
 		s->throttled_until = 0;
 		s->probing = true;
 	}
-	if (!s->present || s->paused || s->drained || s->throttled_until != 0)
+	if (!s->present || s->paused || s->drained || s->throttled_until != 0 || wi_sched_apply_backlogged(s))
 		return 0;
 	if (s->probing)
 		n = Max(0, 1 - s->in_flight - s->claiming);
@@ -328,13 +301,13 @@ wi_sched_candidates(TimestampTz now, const char ***names, TimestampTz **froms)
 {
 	HASH_SEQ_STATUS seq;
 	SourceSched *s;
-	long		size = Max(hash_get_num_entries(sources), 1);
+	long		size = Max(hash_get_num_entries(wi_sched_sources), 1);
 	int			n = 0;
 
 	*names = palloc(sizeof(char *) * size);
 	*froms = palloc(sizeof(TimestampTz) * size);
-	state_changed();			/* allowance() refills buckets and ends throttles */
-	hash_seq_init(&seq, sources);
+	wi_sched_state_changed();			/* allowance() refills buckets and ends throttles */
+	hash_seq_init(&seq, wi_sched_sources);
 	while ((s = hash_seq_search(&seq)) != NULL)
 	{
 		if (allowance(s, now) <= 0)
@@ -351,7 +324,7 @@ wi_sched_candidates(TimestampTz now, const char ***names, TimestampTz **froms)
 void
 wi_sched_has_due(const char *source)
 {
-	SourceSched *s = lookup(source);
+	SourceSched *s = wi_sched_lookup(source);
 
 	if (s != NULL)
 		s->has_due = true;
@@ -366,12 +339,12 @@ wi_sched_plan(int capacity, TimestampTz now, WiQuota **quotas)
 {
 	HASH_SEQ_STATUS seq;
 	SourceSched *s;
-	SourceSched **eligible = palloc(sizeof(SourceSched *) * Max(hash_get_num_entries(sources), 1));
+	SourceSched **eligible = palloc(sizeof(SourceSched *) * Max(hash_get_num_entries(wi_sched_sources), 1));
 	int			n = 0;
 	int			nquotas = 0;
 
-	state_changed();
-	hash_seq_init(&seq, sources);
+	wi_sched_state_changed();
+	hash_seq_init(&seq, wi_sched_sources);
 	while ((s = hash_seq_search(&seq)) != NULL)
 	{
 		s->quota = 0;
@@ -408,7 +381,7 @@ wi_sched_plan(int capacity, TimestampTz now, WiQuota **quotas)
 void
 wi_sched_claimed(const char *source, TimestampTz next_attempt_at)
 {
-	SourceSched *s = lookup(source);
+	SourceSched *s = wi_sched_lookup(source);
 
 	if (s == NULL)
 		return;
@@ -429,8 +402,8 @@ wi_sched_end_pass(TimestampTz claim_start)
 	SourceSched *s;
 	int			total = 0;
 
-	state_changed();
-	hash_seq_init(&seq, sources);
+	wi_sched_state_changed();
+	hash_seq_init(&seq, wi_sched_sources);
 	while ((s = hash_seq_search(&seq)) != NULL)
 	{
 		if (s->quota == 0)
@@ -449,11 +422,11 @@ wi_sched_end_pass(TimestampTz claim_start)
 void
 wi_sched_started(const char *source)
 {
-	SourceSched *s = lookup(source);
+	SourceSched *s = wi_sched_lookup(source);
 
 	if (s == NULL)
 		return;
-	state_changed();
+	wi_sched_state_changed();
 	s->in_flight++;
 	if (s->rate_limit > 0)
 		s->tokens -= 1;
@@ -462,18 +435,18 @@ wi_sched_started(const char *source)
 /*
  * A fetch of source finished (or never started); answered: the upstream sent
  * a response; throttle_s > 0: it asked the whole source to hold off that long.
+ * The job stays in flight until its completion is over (wi_sched_completed).
  */
 void
 wi_sched_finished(const char *source, bool answered, long throttle_s, const char *throttle_by)
 {
-	SourceSched *s = lookup(source);
+	SourceSched *s = wi_sched_lookup(source);
 	TimestampTz now;
 	TimestampTz until;
 
 	if (s == NULL)
 		return;
-	state_changed();
-	s->in_flight = Max(s->in_flight - 1, 0);
+	wi_sched_state_changed();
 	if (throttle_s <= 0)
 	{
 		if (answered)
@@ -494,6 +467,27 @@ wi_sched_finished(const char *source, bool answered, long throttle_s, const char
 	strlcpy(s->throttled_by, throttle_by, sizeof(s->throttled_by));
 }
 
+/* A claimed job of source is no longer in flight: completed by an apply worker, or given up. */
+void
+wi_sched_completed(const char *source)
+{
+	SourceSched *s = wi_sched_lookup(source);
+
+	if (s == NULL)
+		return;
+	wi_sched_state_changed();
+	s->in_flight = Max(s->in_flight - 1, 0);
+}
+
+/* Where a scan starts again: where the last one stopped, less the margin. */
+TimestampTz
+wi_scan_start(TimestampTz stopped_at)
+{
+	if (stopped_at == DT_NOBEGIN)
+		return DT_NOBEGIN;
+	return TimestampTzPlusMilliseconds(stopped_at, -WI_SCAN_MARGIN_MS);
+}
+
 /* The next walks start from the beginning of each source's due jobs. */
 void
 wi_sched_rewind(void)
@@ -501,7 +495,7 @@ wi_sched_rewind(void)
 	HASH_SEQ_STATUS seq;
 	SourceSched *s;
 
-	hash_seq_init(&seq, sources);
+	hash_seq_init(&seq, wi_sched_sources);
 	while ((s = hash_seq_search(&seq)) != NULL)
 		s->stopped_at = DT_NOBEGIN;
 }
@@ -533,7 +527,7 @@ wi_sched_wait_ms(TimestampTz now)
 	if (!soonest_wake_known)
 	{
 		soonest_wake = DT_NOEND;
-		hash_seq_init(&seq, sources);
+		hash_seq_init(&seq, wi_sched_sources);
 		while ((s = hash_seq_search(&seq)) != NULL)
 		{
 			if (s->throttled_until != 0)	/* ends then, or has ended: a claim is due */
@@ -573,11 +567,11 @@ wi_sched_shown(WiSourceShown *shown, int max)
 	TimestampTz now = GetCurrentTimestamp();
 	int			n = 0;
 	int			nthrottled = 0;
-	WiSourceShown *all = palloc(sizeof(WiSourceShown) * Max(hash_get_num_entries(sources), 1));
+	WiSourceShown *all = palloc(sizeof(WiSourceShown) * Max(hash_get_num_entries(wi_sched_sources), 1));
 
 	throttles_changed = false;
 
-	hash_seq_init(&seq, sources);
+	hash_seq_init(&seq, wi_sched_sources);
 	while ((s = hash_seq_search(&seq)) != NULL)
 	{
 		bool		throttled = s->throttled_until > now;
@@ -596,6 +590,7 @@ wi_sched_shown(WiSourceShown *shown, int max)
 		n++;
 		strlcpy(row->name, s->name, sizeof(row->name));
 		row->in_flight = s->in_flight;
+		row->applying = s->nready + s->locked;
 		row->throttled_until = throttled ? s->throttled_until : 0;
 		strlcpy(row->throttled_by, throttled ? s->throttled_by : "", sizeof(row->throttled_by));
 	}

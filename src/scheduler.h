@@ -1,8 +1,9 @@
 /*
  * scheduler.h
- *		Who gets the worker's free fetch slots (scheduler.c): fair shares
+ *		Who gets the fetcher's free fetch slots (scheduler.c): fair shares
  *		among sources with due work, per-source token buckets and in-flight
- *		caps, and throttles the upstreams asked for.
+ *		caps, and throttles the upstreams asked for; and who gets the apply
+ *		workers' time (sched_apply.c).
  *
  * IDENTIFICATION
  *		src/scheduler.h
@@ -12,10 +13,15 @@
 
 #include "postgres.h"
 
+#include "nodes/pg_list.h"
 #include "utils/timestamp.h"
+
+struct Transfer;
 
 /* Most sources queue_stats shows scheduler state for (the busiest). */
 #define WI_SHOWN_SOURCES	64
+/* A scan starts where the last stopped, less this margin for rows that committed late (worker_loop.c). */
+#define WI_SCAN_MARGIN_MS	2000
 #define WI_SOURCE_NAME_LEN	64	/* source names are at most 63 bytes */
 
 /* One source's share of a claim pass: at most quota jobs due at or after from. */
@@ -30,7 +36,8 @@ typedef struct WiQuota
 typedef struct WiSourceShown
 {
 	char		name[WI_SOURCE_NAME_LEN];
-	int			in_flight;
+	int			in_flight;		/* claimed, not completed */
+	int			applying;		/* of which fetched and waiting for an apply worker */
 	TimestampTz throttled_until;	/* 0: not throttled */
 	char		throttled_by[32];
 } WiSourceShown;
@@ -48,9 +55,18 @@ extern void wi_sched_claimed(const char *source, TimestampTz next_attempt_at);
 extern int	wi_sched_end_pass(TimestampTz claim_start);
 extern void wi_sched_started(const char *source);
 extern void wi_sched_finished(const char *source, bool answered, long throttle_s, const char *throttle_by);
+extern void wi_sched_completed(const char *source);
+extern TimestampTz wi_scan_start(TimestampTz stopped_at);
 extern void wi_sched_rewind(void);
 extern long wi_sched_wait_ms(TimestampTz now);
 extern bool wi_sched_throttles_changed(void);
 extern int	wi_sched_shown(WiSourceShown *shown, int max);
+
+/* sched_apply.c: the apply workers' time */
+typedef bool (*WiAloneTest) (struct Transfer *t);
+extern void wi_sched_ready(struct Transfer *t, bool front);
+extern List *wi_sched_next_batch(int max, bool restricted_allowed, WiAloneTest alone, bool *restricted);
+extern void wi_sched_applied(struct Transfer *t, int64 handler_us);
+extern void wi_sched_locked(const char *source, int delta);
 
 #endif							/* WI_SCHEDULER_H */

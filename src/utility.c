@@ -4,7 +4,8 @@
  *		workers.  Before DROP DATABASE, ALTER DATABASE ... RENAME, CREATE
  *		DATABASE ... TEMPLATE and DROP EXTENSION webhook_ingest, the
  *		database concerned is blocked (the launcher starts no worker there)
- *		and its worker asked to stop and waited for, so that dropdb() finds
+ *		and its worker and apply workers asked to stop and waited for (each
+ *		stops between batches), so that dropdb() finds
  *		no other session; the block ends with the transaction.  At the
  *		commit of CREATE EXTENSION and CREATE DATABASE the launcher is woken
  *		to look at the database at once; at the commit of ALTER EXTENSION
@@ -138,58 +139,76 @@ block(Oid database)
 	my_blocks[nmy_blocks++] = database;
 }
 
-/* Ask the database's worker to stop; true while it (or its start) is there. */
+/* Pids of a database's processes (its worker and apply workers), for wait_for_procs_exit. */
+typedef struct DbPids
+{
+	int			n;
+	pid_t		pids[1 + WI_MAX_APPLIERS];
+} DbPids;
+
+/* Ask the database's processes to stop; true while one (or its start) is there. */
 static bool
-ask_to_stop(Oid database, pid_t *pid)
+ask_to_stop(Oid database, DbPids *pids)
 {
 	WiSlot	   *slot;
-	Latch	   *latch = NULL;
+	Latch	   *latches[1 + WI_MAX_APPLIERS];
+	int			nlatches = 0;
 	bool		busy = false;
 
 	SpinLockAcquire(&wi_shared->mutex);
 	slot = wi_slot_of(database);
-	if (slot && (slot->worker_pid != 0 || slot->starting))
+	if (slot && wi_slot_has_processes(slot))
 	{
 		slot->stop_requested = true;
-		latch = slot->worker_latch;
+		pids->n = 0;
+		if (slot->worker_latch)
+			latches[nlatches++] = slot->worker_latch;
 		if (slot->worker_pid != 0)
-			*pid = slot->worker_pid;
+			pids->pids[pids->n++] = slot->worker_pid;
+		for (int i = 0; i < WI_MAX_APPLIERS; i++)
+		{
+			if (slot->appliers[i].latch)
+				latches[nlatches++] = slot->appliers[i].latch;
+			if (slot->appliers[i].pid != 0)
+				pids->pids[pids->n++] = slot->appliers[i].pid;
+		}
 		busy = true;
 	}
 	SpinLockRelease(&wi_shared->mutex);
-	if (latch)
-		SetLatch(latch);
+	for (int i = 0; i < nlatches; i++)
+		SetLatch(latches[i]);
 	return busy;
 }
 
 /*
- * The worker has left its slot; wait the few milliseconds until it has
- * left the proc array too, which is what dropdb() counts.
+ * The processes have left their slot; wait the few milliseconds until they
+ * have left the proc array too, which is what dropdb() counts.
  */
 static void
-wait_for_proc_exit(pid_t pid, TimestampTz deadline)
+wait_for_procs_exit(const DbPids *pids, TimestampTz deadline)
 {
-	while (pid != 0 && BackendPidGetProc(pid) != NULL && GetCurrentTimestamp() < deadline)
-	{
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 2,
-						 wi_wait_event(WI_WAIT_STOP_WORKER));
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-	}
+	for (int i = 0; i < pids->n; i++)
+		while (BackendPidGetProc(pids->pids[i]) != NULL && GetCurrentTimestamp() < deadline)
+		{
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 2,
+							 wi_wait_event(WI_WAIT_STOP_WORKER));
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
 }
 
-/* Block the database and wait until its worker is gone. */
+/* Block the database and wait until its worker and apply workers are gone. */
 static void
 stop_worker_of(Oid database)
 {
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), WI_STOP_WAIT_MS);
-	pid_t		pid = 0;
+	DbPids		pids = {0};
 	/* Registered (17+) before the sleep is prepared: it may take a lock. */
 	uint32		wait_event = wi_wait_event(WI_WAIT_STOP_WORKER);
 
 	block(database);
 	ConditionVariablePrepareToSleep(&wi_shared->slot_changed);
-	while (ask_to_stop(database, &pid))
+	while (ask_to_stop(database, &pids))
 	{
 		if (GetCurrentTimestamp() >= deadline)
 		{
@@ -203,7 +222,7 @@ stop_worker_of(Oid database)
 		CHECK_FOR_INTERRUPTS();
 	}
 	ConditionVariableCancelSleep();
-	wait_for_proc_exit(pid, deadline);
+	wait_for_procs_exit(&pids, deadline);
 }
 
 static bool

@@ -2,12 +2,13 @@
  * verdict.c
  *		What a finished transfer means for its job: run the handler, run it
  *		with the object gone, retry later, or give up.  Fills in the reason
- *		for a failure.  Pure classification: no SQL, no HTTP.
+ *		for a failure.  Pure classification: no SQL, no HTTP.  The fetcher
+ *		judges each transfer as it finishes and hands the verdict over with
+ *		the result (apply_queue.h).
  *
  *		What the network guard or the redirect policy refused (http.c records
  *		it in t->refused) ends the job at once: asking again gets the same
- *		answer until an operator changes the setting the message names.  So
- *		does a handler error that no retry can fix (wi_handler_error_final).
+ *		answer until an operator changes the setting the message names.
  *
  * IDENTIFICATION
  *		src/verdict.c
@@ -17,19 +18,19 @@
 #include "webhook_ingest.h"
 #include "verdict.h"
 
-WiVerdict
+WiApplyVerdict
 wi_judge(Transfer *t, StringInfo why)
 {
 	if (t->refused[0] != '\0')
 	{
 		appendStringInfoString(why, t->refused);
-		return WI_V_DEAD;
+		return WI_APPLY_DEAD;
 	}
 	if (t->too_big || t->result == CURLE_FILESIZE_EXCEEDED)
 	{
 		appendStringInfo(why, "response body over webhook_ingest.max_response_size (%zu bytes)",
 						 t->max_body);
-		return WI_V_DEAD;
+		return WI_APPLY_DEAD;
 	}
 	if (t->result != CURLE_OK)
 	{
@@ -38,31 +39,16 @@ wi_judge(Transfer *t, StringInfo why)
 			appendStringInfo(why, ": %s", t->errbuf);
 		if (t->result == CURLE_UNSUPPORTED_PROTOCOL || t->result == CURLE_URL_MALFORMAT ||
 			t->result == CURLE_TOO_MANY_REDIRECTS || t->result == CURLE_FILESIZE_EXCEEDED)
-			return WI_V_DEAD;
-		return WI_V_RETRY;
+			return WI_APPLY_DEAD;
+		return WI_APPLY_RETRY;
 	}
 	if (t->status >= 200 && t->status < 300)
-		return WI_V_HANDLE;
+		return WI_APPLY_HANDLE;
 	if (t->status == 404 || t->status == 410)
-		return WI_V_GONE;
+		return WI_APPLY_GONE;
 	appendStringInfo(why, "HTTP %ld", t->status);
 	if (t->status == 408 || t->status == 429 || t->status >= 500)
-		return WI_V_RETRY;
-	return WI_V_DEAD;
+		return WI_APPLY_RETRY;
+	return WI_APPLY_DEAD;
 }
 
-
-/*
- * A handler error that running the handler again cannot fix: its code is
- * wrong (class 42, syntax error or access rule violation: an ambiguous
- * column, a missing table or function, a missing privilege) or uses what the
- * server does not support (class 0A).  Fixing it takes a change of the
- * handler, the schema or a grant, and then retry_dead().
- */
-bool
-wi_handler_error_final(int sqlerrcode)
-{
-	int			class = ERRCODE_TO_CATEGORY(sqlerrcode);
-
-	return class == ERRCODE_SYNTAX_ERROR_OR_ACCESS_RULE_VIOLATION || class == ERRCODE_FEATURE_NOT_SUPPORTED;
-}

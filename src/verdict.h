@@ -1,6 +1,6 @@
 /*
  * verdict.h
- *		Classifying a finished transfer (verdict.c).
+ *		Classifying a finished transfer, in the fetcher (verdict.c).
  *
  * IDENTIFICATION
  *		src/verdict.h
@@ -12,18 +12,9 @@
 
 #include "lib/stringinfo.h"
 
+#include "apply_queue.h"
 #include "http.h"
 
-/* How a finished transfer is treated. */
-typedef enum WiVerdict
-{
-	WI_V_HANDLE,				/* 2xx: parse and run the handler */
-	WI_V_GONE,					/* 404, 410: run the handler with details NULL */
-	WI_V_RETRY,					/* transient: back off and try again */
-	WI_V_DEAD					/* permanent: no retry */
-} WiVerdict;
-
-extern WiVerdict wi_judge(Transfer *t, StringInfo why);
-extern bool wi_handler_error_final(int sqlerrcode);
+extern WiApplyVerdict wi_judge(Transfer *t, StringInfo why);
 
 #endif							/* WI_VERDICT_H */

@@ -3,7 +3,8 @@
  *		The wait events the extension's processes report while they sleep.
  *		From PostgreSQL 17 on, each wait has a name of its own
  *		(WaitEventExtensionNew), so pg_stat_activity.wait_event says what is
- *		waited for: WebhookIngestWorkerMain, WebhookIngestLauncherMain,
+ *		waited for: WebhookIngestWorkerMain, WebhookIngestApplierMain,
+ *		WebhookIngestLauncherMain,
  *		WebhookIngestWaitForJob, ...  (wait_event_type Extension).  The
  *		names live in shared memory: each is registered on first use in a
  *		process (not in _PG_init, which runs before shared memory exists) and
@@ -31,6 +32,7 @@ static const char *const wait_event_names[WI_WAIT_EVENT_COUNT] = {
 	[WI_WAIT_FOR_JOB] = "WebhookIngestWaitForJob",
 	[WI_WAIT_REPLAYED] = "WebhookIngestWaitReplayed",
 	[WI_WAIT_STOP_WORKER] = "WebhookIngestStopWorker",
+	[WI_WAIT_APPLIER_MAIN] = "WebhookIngestApplierMain",
 };
 
 uint32

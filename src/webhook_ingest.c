@@ -37,6 +37,8 @@ int			wi_connect_timeout_ms = 5000;
 int			wi_handler_timeout_ms = 2000;
 int			wi_lock_timeout_ms = 50;
 int			wi_max_payload_size_kb = 1024;
+int			wi_apply_workers = 2;
+int			wi_apply_queue_size_kb = 1024;
 
 void		_PG_init(void);
 
@@ -81,7 +83,8 @@ _PG_init(void)
 							   NULL, NULL, NULL);
 	DefineCustomIntVariable("webhook_ingest.max_databases",
 							"Most databases with a worker at once.",
-							"Each worker is a background worker process: max_worker_processes must leave room for them and the launcher.",
+							"Each database has a worker and webhook_ingest.apply_workers apply workers, each a background worker "
+							"process: max_worker_processes must leave room for them and the launcher.",
 							&wi_max_databases,
 							16, 1, 1024,
 							PGC_POSTMASTER, 0,
@@ -160,7 +163,8 @@ _PG_init(void)
 
 	DefineCustomIntVariable("webhook_ingest.handler_timeout",
 							"Longest time one handler call may take.",
-							"A handler still running then is cancelled and the attempt fails. The worker serves no transfer while a handler runs.",
+							"A handler still running then is cancelled and the attempt fails; one that ignores the cancel for "
+							"as long again (at most 1 s more) has its apply worker ended and its job is dead.",
 							&wi_handler_timeout_ms,
 							2000, 1, 60 * 1000,
 							PGC_SIGHUP, GUC_UNIT_MS,
@@ -178,6 +182,24 @@ _PG_init(void)
 							&wi_max_payload_size_kb,
 							1024, 1, 1024 * 1024,
 							PGC_SUSET, GUC_UNIT_KB,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("webhook_ingest.apply_workers",
+							"Apply workers per database: processes that run the handlers of what the worker fetched.",
+							"Each is a background worker process: max_worker_processes must leave room for the launcher and, "
+							"per database, the worker and its apply workers. A reload may lower it; raising it past what "
+							"max_worker_processes leaves needs a restart with a higher max_worker_processes.",
+							&wi_apply_workers,
+							2, 1, WI_MAX_APPLIERS,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("webhook_ingest.apply_queue_size",
+							"Size of each apply worker's hand-off queue in shared memory.",
+							"A batch larger than the queue streams through it; a larger queue lets the worker hand a batch "
+							"over without waiting. Applies to apply workers started after a change.",
+							&wi_apply_queue_size_kb,
+							1024, 64, 1024 * 1024,
+							PGC_SIGHUP, GUC_UNIT_KB,
 							NULL, NULL, NULL);
 
 	wi_net_guard_define_gucs();

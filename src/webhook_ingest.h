@@ -12,6 +12,7 @@
 
 #include "datatype/timestamp.h"
 #include "storage/condition_variable.h"
+#include "storage/dsm.h"
 
 #define WI_EXTENSION_NAME		"webhook_ingest"
 #define WI_SCHEMA_NAME			"webhook_ingest"
@@ -42,12 +43,23 @@ extern int	wi_retention_s;
 extern int	wi_handler_timeout_ms;
 extern int	wi_lock_timeout_ms;
 extern int	wi_max_payload_size_kb;
+extern int	wi_apply_workers;
+extern int	wi_apply_queue_size_kb;
 
-/* What the worker has done since it started (worker_status). */
+/* Most apply workers per database (webhook_ingest.apply_workers). */
+#define WI_MAX_APPLIERS			32
+
+/*
+ * What a process has done since it started (worker_status): the fetcher
+ * counts claims and transfers, and the outcomes its apply workers report;
+ * an apply worker counts the jobs it completed.
+ */
 typedef struct WiCounters
 {
 	int64		claimed;		/* jobs claimed */
 	int64		fetched;		/* transfers finished, whatever the outcome */
+	int64		applied;		/* jobs completed by an apply worker, whatever the outcome */
+	int64		handler_us;		/* time spent in handlers (and storing documents) */
 	int64		succeeded;		/* jobs done (handler committed) */
 	int64		retried;		/* failed attempts with a retry scheduled */
 	int64		dead;			/* jobs that ended dead */
@@ -59,12 +71,14 @@ typedef struct WiCounters
 	TimestampTz last_error_at;
 } WiCounters;
 
-/* Why a worker exited, for the launcher (shmem.c). */
+/* Why a worker or an apply worker exited, for the launcher (shmem.c). */
 typedef enum WiExitReason
 {
 	WI_EXIT_UNEXPECTED = 0,		/* a crash or FATAL: restart with a back-off */
 	WI_EXIT_NO_EXTENSION,		/* not installed here: wait until CREATE EXTENSION */
-	WI_EXIT_STOPPED				/* asked to stop */
+	WI_EXIT_STOPPED,			/* asked to stop */
+	WI_EXIT_TERMINATED,			/* SIGTERM from another backend (pg_terminate_backend): restart at once */
+	WI_EXIT_DEADLINE			/* an apply worker whose handler ran past its hard deadline: restart at once */
 } WiExitReason;
 
 /* shmem.c */
@@ -73,7 +87,18 @@ extern bool wi_shmem_register_worker(void);
 extern bool wi_shmem_stop_requested(void);
 extern void wi_shmem_set_exit_reason(WiExitReason reason, const char *state);
 extern void wi_shmem_wake_launcher(Oid database);
-extern void wi_shmem_publish(const char *state, int in_flight, const WiCounters *counters);
+extern void wi_shmem_publish(const char *state, int in_flight, int applying, const WiCounters *counters);
+extern bool wi_shmem_register_applier(int index);
+extern WiExitReason wi_shmem_exit_reason(void);
+extern void wi_shmem_set_fetcher_ready(bool ready);
+extern void wi_shmem_publish_queues(dsm_handle queues);
+extern uint32 wi_shmem_applier(int index, dsm_handle *queues, pid_t *pid, WiExitReason *reason,
+							   int64 *handling_job);
+extern void wi_shmem_set_handling(int64 job_id);
+extern void wi_shmem_publish_applier(const char *state, int in_batch, const WiCounters *counters);
+extern void wi_shmem_publish_alone(const char *text);
+extern void wi_shmem_publish_horizon(TimestampTz history_until, TimestampTz kept_until);
+extern void wi_shmem_horizon(TimestampTz *history_until, TimestampTz *kept_until);
 extern void wi_shmem_publish_sources(void);
 extern void wi_wake_worker_at_commit(void);
 extern ConditionVariable *wi_shmem_job_cv(int64 job_id);
@@ -91,6 +116,7 @@ typedef enum WiWaitEvent
 	WI_WAIT_FOR_JOB,			/* wait_for_job() */
 	WI_WAIT_REPLAYED,			/* wait_replayed() */
 	WI_WAIT_STOP_WORKER,		/* DROP/RENAME DATABASE, CREATE DATABASE from it, DROP EXTENSION */
+	WI_WAIT_APPLIER_MAIN,		/* an apply worker waiting for a batch */
 	WI_WAIT_EVENT_COUNT
 }			WiWaitEvent;
 #if PG_VERSION_NUM >= 170000

@@ -1,15 +1,16 @@
 /*
  * worker.c
- *		A database's background worker's life (the launcher, launcher.c,
- *		starts one per database): what it is registered as, signals, the
- *		connection to the database whose OID it is given, leaving cleanly
- *		when the extension is not there or it is asked to stop, waiting for
- *		an old version's update and for a read-only server to become
- *		writable (a standby pg_auto_failover is promoting), taking over from
- *		a previous incarnation,
- *		then the loop
- *		(worker_loop.c), one pass after another, with the error recovery that
- *		keeps transfers in flight when an ERROR escapes a pass.
+ *		A database's worker's life - its fetcher, which claims jobs and
+ *		drives every transfer, and hands what it fetched to the database's
+ *		apply workers (applier.c); the launcher, launcher.c, starts one per
+ *		database: what it is registered as, signals, the connection to the
+ *		database whose OID it is given, leaving cleanly when the extension
+ *		is not there or it is asked to stop, waiting for an old version's
+ *		update and for a read-only server to become writable (a standby
+ *		pg_auto_failover is promoting), taking over from a previous
+ *		incarnation (and settling what apply workers that died left), then
+ *		the loop (worker_loop.c), one pass after another, with the error
+ *		recovery that keeps transfers in flight when an ERROR escapes a pass.
  *
  * IDENTIFICATION
  *		src/worker.c
@@ -36,9 +37,10 @@
 
 #include "webhook_ingest.h"
 #include "crash_guard.h"
-#include "handler_call.h"
 #include "http.h"
 #include "job_store.h"
+#include "shmem.h"
+#include "sigterm.h"
 #include "worker_loop.h"
 
 PGDLLEXPORT void webhook_ingest_worker_main(Datum arg);
@@ -130,32 +132,6 @@ wait_for(long timeout_ms, uint32 wait_event)
 	}
 }
 
-/*
- * SIGTERM: die(), as any backend; and remember whether the postmaster sent
- * it (a shutdown), for the crash guard - a handler that terminates its own
- * backend sends it too, and that one is the job's fault.
- */
-static void
-handle_sigterm(int signo, siginfo_t *info, void *context)
-{
-	if (info != NULL && info->si_pid == PostmasterPid)
-		wi_crash_guard_postmaster_terminated();
-	die(signo);
-}
-
-static void
-catch_sigterm(void)
-{
-	struct sigaction act;
-
-	memset(&act, 0, sizeof(act));
-	act.sa_sigaction = handle_sigterm;
-	act.sa_flags = SA_SIGINFO | SA_RESTART;
-	sigemptyset(&act.sa_mask);
-	if (sigaction(SIGTERM, &act, NULL) != 0)
-		pqsignal(SIGTERM, die);
-}
-
 /* Until the extension exists here, at this library's version. */
 static void
 wait_for_extension(WiCounters *counters)
@@ -163,7 +139,7 @@ wait_for_extension(WiCounters *counters)
 	char		version[64];
 	bool		told_old = false;
 
-	wi_shmem_publish("waiting for the extension", 0, counters);
+	wi_shmem_publish("waiting for the extension", 0, 0, counters);
 	for (;;)
 	{
 		WiExtensionState ext = wi_extension_state(version, sizeof(version));
@@ -178,7 +154,7 @@ wait_for_extension(WiCounters *counters)
 					(errmsg("webhook_ingest worker: extension version %s is installed, the library is %s",
 							version, WI_VERSION),
 					 errhint("Run ALTER EXTENSION webhook_ingest UPDATE; the worker waits until then.")));
-			wi_shmem_publish("waiting for ALTER EXTENSION webhook_ingest UPDATE", 0, counters);
+			wi_shmem_publish("waiting for ALTER EXTENSION webhook_ingest UPDATE", 0, 0, counters);
 			told_old = true;
 		}
 		wait_for(wi_poll_interval_ms * 10L, wi_wait_event(WI_WAIT_WORKER_EXTENSION_UPDATE));
@@ -195,17 +171,17 @@ wait_for_extension(WiCounters *counters)
  * back while the worker runs; transfers in flight wait meanwhile.
  */
 void
-wi_worker_wait_writable(int in_flight, const WiCounters *counters)
+wi_worker_wait_writable(int in_flight, int applying, const WiCounters *counters)
 {
 	if (!DefaultXactReadOnly)
 		return;
 	ereport(LOG,
 			(errmsg("webhook_ingest worker: waiting for default_transaction_read_only to be turned off"),
 			 errdetail("No job can be claimed or completed while the server is read-only.")));
-	wi_shmem_publish("waiting for default_transaction_read_only = off", in_flight, counters);
+	wi_shmem_publish("waiting for default_transaction_read_only = off", in_flight, applying, counters);
 	while (DefaultXactReadOnly)
 		wait_for(wi_poll_interval_ms * 10L, wi_wait_event(WI_WAIT_WORKER_DISABLED));
-	wi_shmem_publish("running", in_flight, counters);
+	wi_shmem_publish("running", in_flight, applying, counters);
 }
 
 /* Report the error in hand and roll its transaction back (interrupts held). */
@@ -219,17 +195,34 @@ report_and_abort(void)
 	pgstat_report_activity(STATE_IDLE, NULL);
 }
 
+/* Which of this database's apply workers run (or start) now. */
+static void
+appliers_running(bool *runs)
+{
+	WiSlot	   *slot;
+
+	SpinLockAcquire(&wi_shared->mutex);
+	slot = wi_slot_of(MyDatabaseId);
+	for (int i = 0; i < WI_MAX_APPLIERS; i++)
+		runs[i] = slot != NULL && (slot->appliers[i].pid != 0 || slot->appliers[i].starting);
+	SpinLockRelease(&wi_shared->mutex);
+}
+
 /*
- * What a previous incarnation left: a job that crashed it, jobs left
- * running, done jobs without their done_lsn; and the partitions the first
- * completions write into.
+ * What a previous incarnation left: jobs whose handler crashed an apply
+ * worker (settled before they are reclaimed, so that the crash counts), jobs
+ * left running, done jobs without their done_lsn; and the partitions the
+ * first completions write into.  Apply workers that still run (this fetcher
+ * alone restarted) keep their batches.
  */
 static void
 take_over(void)
 {
+	bool		runs[WI_MAX_APPLIERS];
 	int			n;
 
-	wi_crash_guard_start();
+	appliers_running(runs);
+	wi_crash_guard_start(runs);
 	n = wi_reclaim_running();
 	if (n > 0)
 		ereport(LOG, (errmsg("webhook_ingest worker: reclaimed %d jobs left running by a previous worker", n)));
@@ -283,7 +276,7 @@ webhook_ingest_worker_main(Datum arg)
 	int			fd_cap;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	catch_sigterm();
+	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 
 	BackgroundWorkerInitializeConnectionByOid(DatumGetObjectId(arg), InvalidOid, 0);
@@ -291,24 +284,24 @@ webhook_ingest_worker_main(Datum arg)
 	/* No slot (a launcher of before a restart) or asked to stop already. */
 	if (!wi_shmem_register_worker())
 		proc_exit(0);
+	wi_catch_sigterm();
 	/*
-	 * The worker runs as the bootstrap superuser: its own SQL sees pg_catalog
-	 * and nothing else, whatever ALTER DATABASE says, so nothing can shadow
-	 * what it calls.  Handlers start with the database's search_path, and
-	 * whatever they change is undone after each (handler_call.c).
+	 * The fetcher runs as the bootstrap superuser: its own SQL sees
+	 * pg_catalog and nothing else, whatever ALTER DATABASE says, so nothing
+	 * can shadow what it calls.  It runs no handler: the apply workers do.
 	 */
-	wi_handler_remember_search_path();
 	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
 
 	wait_for_extension(&counters);
 	fd_cap = transfers_allowed_by_file_limit();
 	wi_http_init();
-	wi_shmem_publish("disabled", 0, &counters);
+	wi_shmem_publish("disabled", 0, 0, &counters);
 	while (!wi_enabled)
 		wait_for(wi_poll_interval_ms * 10L, wi_wait_event(WI_WAIT_WORKER_DISABLED));
-	wi_shmem_publish("running", 0, &counters);
-	wi_worker_wait_writable(0, &counters);
+	wi_shmem_publish("running", 0, 0, &counters);
+	wi_worker_wait_writable(0, 0, &counters);
 	take_over();
+	wi_shmem_set_fetcher_ready(true);	/* the launcher starts the apply workers now */
 
 	wi_loop_init(&loop, fd_cap);
 	if (sigsetjmp(local_sigjmp_buf, 1) != 0)

@@ -1,20 +1,21 @@
 /*
  * worker_loop.c
- *		One pass of the worker's loop, step by step: reload settings, house-
- *		keeping (expired leases, parked jobs, retention, event ids), the poll,
- *		refilling free transfer slots with claims, completing what finished,
- *		and waiting on one WaitEventSet for the latch, postmaster death,
- *		curl's sockets and curl's timer.  Everything the loop keeps between
- *		passes is in WorkerLoop; Transfers (and the lists holding them) live
- *		in the loop's job context while their job is in flight; everything
- *		else a pass allocates is in a context reset at the start of the next
- *		pass.  No transaction is open while transfers run.
+ *		One pass of the fetcher's loop, step by step: reload settings,
+ *		housekeeping (expired leases, parked jobs, retention, event ids), the
+ *		poll, refilling free transfer slots with claims, handing what
+ *		finished to the apply workers (apply_dispatch.c), and waiting on one
+ *		WaitEventSet for the latch (also set by the apply workers' queues),
+ *		postmaster death, curl's sockets and curl's timer.  Everything the
+ *		loop keeps between passes is in WorkerLoop; Transfers live in the
+ *		loop's job context while their job is in flight (fetching, or
+ *		fetched and held for an apply worker); everything else a pass
+ *		allocates is in a context reset at the start of the next pass.  No
+ *		transaction is open while transfers run, and none runs user code:
+ *		the fetcher's only transactions are claims and housekeeping.
  *
- *		An ERROR that escapes a pass (the worker's own statements, out of
- *		memory in a batch) is caught by worker.c, which calls
- *		wi_loop_recover(): transfers in flight stay in flight; those that
- *		were being completed are tried again, alone, and after
- *		WI_MAX_COMPLETION_ERRORS such errors given back to the queue.
+ *		An ERROR that escapes a pass (the fetcher's own statements) is caught
+ *		by worker.c, which calls wi_loop_recover(): transfers in flight stay
+ *		in flight, results held stay held.
  *
  * IDENTIFICATION
  *		src/worker_loop.c
@@ -32,10 +33,12 @@
 #include "utils/memutils.h"
 
 #include "webhook_ingest.h"
+#include "apply_dispatch.h"
 #include "crash_guard.h"
 #include "http.h"
 #include "job_store.h"
 #include "scheduler.h"
+#include "verdict.h"
 #include "worker_loop.h"
 
 /* Pages of events one purge_events() call looks at. */
@@ -43,22 +46,6 @@
 
 /* Most time storage upkeep, then the event id purge, take in a round before fetches are served again. */
 #define WI_HOUSEKEEPING_MS	50
-
-/*
- * Most completions committed in one transaction: few commits (each waits for
- * its WAL flush) keep the worker fast.  But each job runs its handler in a
- * subtransaction of its own, and past PGPROC_MAX_CACHED_SUBXIDS (64) written
- * subtransactions a transaction's subxid cache overflows: every snapshot
- * taken anywhere while it runs must then look xids up in pg_subtrans.  That
- * is cheap while all snapshots are recent, and thrashes pg_subtrans when
- * some session holds an old one (bench/soak saw minute-long stalls).  So
- * while the oldest snapshot is more than WI_OLD_SNAPSHOT_XIDS behind, the
- * worker commits every WI_COMPLETE_BATCH_SAFE jobs, which leaves room for
- * one subtransaction of the handler's own per job.
- */
-#define WI_COMPLETE_BATCH		256
-#define WI_COMPLETE_BATCH_SAFE	32
-#define WI_OLD_SNAPSHOT_XIDS	10000
 
 /*
  * Where the worker's index scans start.  Claims walk the due-jobs index in
@@ -71,42 +58,11 @@
  * throughput collapses.  So each scan starts where the last one stopped, less
  * a margin for rows that committed late, and from the very start only now and
  * then: claims every poll interval, or every 10 while full scans are slow
- * (held back that way); lease checks every WI_FULL_SCAN_ROUNDS rounds.  Claims keep where each source's walk stopped (scheduler.c).
+ * (held back that way); lease checks every WI_FULL_SCAN_ROUNDS rounds (the
+ * margin: WI_SCAN_MARGIN_MS, scheduler.h).  Claims keep where each source's walk stopped (scheduler.c).
  */
-#define WI_SCAN_MARGIN_MS	2000
 #define WI_SLOW_SCAN_MS		50
 #define WI_FULL_SCAN_ROUNDS 30
-
-/* Recovered errors a finished transfer may meet before its job goes back to the queue. */
-#define WI_MAX_COMPLETION_ERRORS	3
-
-static int
-completion_batch_size(void)
-{
-#if PG_VERSION_NUM >= 140000
-	TransactionId horizon = GetOldestNonRemovableTransactionId(NULL);
-#else
-	TransactionId horizon = GetOldestXmin(NULL, PROCARRAY_FLAGS_DEFAULT);
-#endif
-#if PG_VERSION_NUM >= 140000
-	TransactionId next = ReadNextTransactionId();
-#else
-	TransactionId next = XidFromFullTransactionId(ReadNextFullTransactionId());
-#endif
-
-	if (TransactionIdIsNormal(horizon) && (int32) (next - horizon) > WI_OLD_SNAPSHOT_XIDS)
-		return WI_COMPLETE_BATCH_SAFE;
-	return WI_COMPLETE_BATCH;
-}
-
-/* Where a scan starts again: where the last one stopped, less the margin. */
-TimestampTz
-wi_scan_start(TimestampTz stopped_at)
-{
-	if (stopped_at == DT_NOBEGIN)
-		return DT_NOBEGIN;
-	return TimestampTzPlusMilliseconds(stopped_at, -WI_SCAN_MARGIN_MS);
-}
 
 static bool
 out_of_time(TimestampTz start)
@@ -153,19 +109,6 @@ clean_up(void)
 	return behind;
 }
 
-static void abandon(WorkerLoop *loop, Transfer *t);
-
-/* Append in the job context, where the lists of Transfers live. */
-static List *
-keep(WorkerLoop *loop, List *list, void *t)
-{
-	MemoryContext old = MemoryContextSwitchTo(loop->job_cxt);
-
-	list = lappend(list, t);
-	MemoryContextSwitchTo(old);
-	return list;
-}
-
 void
 wi_loop_init(WorkerLoop *loop, int fd_cap)
 {
@@ -206,9 +149,9 @@ reload_settings(WorkerLoop *loop)
 }
 
 /*
- * Now and then, take back expired leases that are not ours, park the due
- * jobs of paused sources and retry done_lsn that met a lock; and clean up,
- * again right away while there is a backlog of it.
+ * Now and then, take back expired leases that are not ours (or that we gave
+ * up) and park the due jobs of paused sources; and clean up, again right
+ * away while there is a backlog of it.
  */
 static void
 housekeeping(WorkerLoop *loop)
@@ -221,14 +164,15 @@ housekeeping(WorkerLoop *loop)
 	{
 		TimestampTz lease_from = (loop->lease_rounds++ % WI_FULL_SCAN_ROUNDS == 0) ? DT_NOBEGIN :
 			wi_scan_start(loop->last_lease_check);
+		int			nabandoned;
+		int64	   *abandoned = wi_dispatch_abandoned(&nabandoned);
 
-		if (wi_reclaim_expired(lease_from, loop->abandoned, loop->nabandoned) > 0)
+		if (wi_reclaim_expired(lease_from, abandoned, nabandoned) > 0)
 			loop->claim_now = true;
-		if (loop->nabandoned > 0)
-			loop->nabandoned = wi_active_jobs(loop->abandoned, loop->nabandoned, true, loop->abandoned);
+		if (nabandoned > 0)
+			wi_dispatch_set_abandoned(wi_active_jobs(abandoned, nabandoned, true, abandoned));
 		loop->last_lease_check = now;
 		(void) wi_park_paused();
-		wi_retry_done_lsn();
 		rewind_claims(loop);
 		loop->next_lease_check = TimestampTzPlusMilliseconds(now, wi_poll_interval_ms * 10L);
 	}
@@ -255,25 +199,33 @@ poll_if_due(WorkerLoop *loop)
 	loop->next_poll = TimestampTzPlusMilliseconds(now, wi_poll_interval_ms);
 }
 
-/* A job claimed again is this worker's once more. */
-static void
-forget_abandoned(WorkerLoop *loop, int64 job_id)
-{
-	for (int i = 0; i < loop->nabandoned; i++)
-		if (loop->abandoned[i] == job_id)
-			loop->abandoned[i--] = loop->abandoned[--loop->nabandoned];
-}
-
 /*
- * Transfer slots free now; deferred results hold none (an application holding
- * rows locked must not starve the rest).
+ * Transfer slots free now: a result held for an apply worker holds one (when
+ * the apply workers fall behind, fewer transfers start); one waiting for a
+ * row lock holds none (an application holding rows locked must not starve
+ * the rest).
  */
 static int
 free_slots(WorkerLoop *loop)
 {
 	if (!wi_enabled)
 		return 0;
-	return Min(wi_max_concurrent_requests, loop->fd_cap) - wi_http_in_flight() - list_length(loop->finished);
+	return Min(wi_max_concurrent_requests, loop->fd_cap) - wi_http_in_flight() - wi_dispatch_held();
+}
+
+/* A transfer is over: judged, and held for an apply worker. */
+static void
+finished(WorkerLoop *loop, Transfer *t)
+{
+	StringInfoData why;
+
+	loop->counters.fetched++;
+	loop->counters.bytes += t->body_len;
+	initStringInfo(&why);
+	t->verdict = wi_judge(t, &why);
+	t->why = MemoryContextStrdup(loop->job_cxt, why.data);
+	pfree(why.data);
+	wi_dispatch_result(t);
 }
 
 /* Claim as many due jobs as there are free slots, and start their fetches. */
@@ -301,7 +253,7 @@ refill(WorkerLoop *loop)
 		Transfer   *t = (Transfer *) lfirst(lc);
 		const char *error;
 
-		forget_abandoned(loop, t->job_id);
+		wi_dispatch_claimed_again(t->job_id);
 		wi_sched_started(t->source);
 		t->max_body = (size_t) wi_max_response_size_kb * 1024;
 		t->started = GetCurrentTimestamp();
@@ -315,7 +267,7 @@ refill(WorkerLoop *loop)
 								(long long) t->job_id, error)));
 			t->result = CURLE_FAILED_INIT;
 			wi_sched_finished(t->source, false, -1, NULL);
-			loop->finished = keep(loop, loop->finished, t);
+			finished(loop, t);
 		}
 	}
 	list_free(claimed);
@@ -323,151 +275,38 @@ refill(WorkerLoop *loop)
 		wi_http_on_timer();		/* let curl start the new transfers */
 }
 
-/* A transfer that met an error, or a suspect of a crash, is completed alone. */
+/*
+ * Hand what finished to the apply workers, and take what they answered;
+ * true when transfers finished (slots are free, and refetches may be due).
+ */
 static bool
-must_go_alone(Transfer *t)
-{
-	return t->errors > 0 || wi_crash_guard_must_go_alone(t);
-}
-
-/*
- * The next batch: a prefix of loop->finished - one transfer that must go
- * alone, or up to batch_size others.
- */
-static List *
-next_batch(WorkerLoop *loop, int batch_size)
-{
-	List	   *batch = NIL;
-	ListCell   *lc;
-
-	foreach(lc, loop->finished)
-	{
-		Transfer   *t = (Transfer *) lfirst(lc);
-
-		if (must_go_alone(t))
-		{
-			if (batch == NIL)
-				batch = list_make1(t);
-			break;
-		}
-		batch = lappend(batch, t);
-		if (list_length(batch) == batch_size)
-			break;
-	}
-	return batch;
-}
-
-/* loop->finished without its first n (a completed batch). */
-static void
-drop_finished_head(WorkerLoop *loop, int n)
-{
-	MemoryContext old = MemoryContextSwitchTo(loop->job_cxt);
-	List	   *rest = list_copy_tail(loop->finished, n);
-
-	MemoryContextSwitchTo(old);
-	list_free(loop->finished);
-	loop->finished = rest;
-}
-
-/*
- * Complete loop->finished, batch by batch (several transactions for a large
- * one, see WI_COMPLETE_BATCH).  While a batch is completed its transfers
- * stay at the head of loop->finished (loop->completing says how many), so
- * an error leaves them there for wi_loop_recover.  What is done with is
- * freed; transfers whose rows were locked by another session go to
- * loop->deferred.
- */
-static void
-complete_finished(WorkerLoop *loop)
-{
-	int			batch_size = completion_batch_size();
-
-	while (loop->finished != NIL)
-	{
-		List	   *batch = next_batch(loop, batch_size);
-		List	   *later;
-		ListCell   *lc;
-
-		loop->completing = list_length(batch);
-		later = wi_complete(batch, &loop->counters);
-		loop->completing = 0;
-		drop_finished_head(loop, list_length(batch));
-		foreach(lc, batch)
-		{
-			if (list_member_ptr(later, lfirst(lc)))
-				loop->deferred = keep(loop, loop->deferred, lfirst(lc));
-			else
-				wi_transfer_free((Transfer *) lfirst(lc));
-		}
-	}
-}
-
-/*
- * Results waiting for a row lock are kept up to max_concurrent_requests of
- * them; past that the oldest are given up (an application holding that many
- * rows locked delays those jobs until their leases expire, not the worker).
- */
-static void
-bound_deferred(WorkerLoop *loop)
-{
-	static TimestampTz last_logged = 0;
-	int			dropped = 0;
-
-	while (list_length(loop->deferred) > wi_max_concurrent_requests)
-	{
-		abandon(loop, (Transfer *) linitial(loop->deferred));
-		loop->deferred = list_delete_first(loop->deferred);
-		dropped++;
-	}
-	if (dropped > 0 && TimestampDifferenceExceeds(last_logged, GetCurrentTimestamp(), 10000))
-	{
-		ereport(WARNING,
-				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-				 errmsg("webhook_ingest worker: gave up the results of %d jobs whose rows other sessions hold locked",
-						dropped),
-				 errdetail("They are fetched again once their leases expire.")));
-		last_logged = GetCurrentTimestamp();
-	}
-}
-
-/* Complete what has finished, and what waited for a row lock. */
-static bool
-complete(WorkerLoop *loop)
+hand_over(WorkerLoop *loop)
 {
 	Transfer   *t;
-	bool		had_deferred = (loop->deferred != NIL);
-	bool		retrying = false;
+	bool		some = false;
 
 	while ((t = wi_http_finished()) != NULL)
 	{
 		/* answered: a whole response (headers then a reset is a connection error) */
 		wi_sched_finished(t->source, t->status > 0 && t->result == CURLE_OK, t->throttle_s, t->throttle_by);
-		loop->finished = keep(loop, loop->finished, t);
+		finished(loop, t);
+		some = true;
 	}
-	if (had_deferred && GetCurrentTimestamp() >= loop->next_deferred_try)
-	{
-		MemoryContext old = MemoryContextSwitchTo(loop->job_cxt);
+	wi_dispatch_pass(&loop->counters);
+	if (some)
+		loop->claim_now = true;
+	return some;
+}
 
-		loop->finished = list_concat(loop->finished, loop->deferred);
-		MemoryContextSwitchTo(old);
-		list_free(loop->deferred);
-		loop->deferred = NIL;
-		retrying = true;
-	}
-	if (loop->finished == NIL)
-		return false;
-	complete_finished(loop);
-	bound_deferred(loop);
-	/*
-	 * The next try of deferred results: lock_timeout after this one, or after
-	 * the first deferral - not pushed back by every other completion, which
-	 * under steady traffic would postpone it for ever.
-	 */
-	if (retrying || !had_deferred)
-		loop->next_deferred_try = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wi_lock_timeout_ms);
-	/* Slots are free, and refetches may be due now. */
-	loop->claim_now = true;
-	return true;
+/* What the fetcher is doing, for worker_status. */
+static void
+publish(WorkerLoop *loop)
+{
+	int			held = wi_dispatch_held_all();
+	const char *state = !wi_enabled ? "disabled" :
+		(wi_dispatch_appliers() == 0 && held > 0) ? "running: waiting for an apply worker" : "running";
+
+	wi_shmem_publish(state, wi_http_in_flight() + held, held, &loop->counters);
 }
 
 /* Wait for the latch, curl's sockets, curl's timer, or the poll. */
@@ -480,8 +319,9 @@ wait_for_events(WorkerLoop *loop)
 	long		sched_ms = wi_sched_wait_ms(GetCurrentTimestamp());
 
 	wi_http_connections(&loop->counters.connections_opened, &loop->counters.tls_connections_opened);
-	wi_shmem_publish(wi_enabled ? "running" : "disabled", wi_http_in_flight(), &loop->counters);
+	publish(loop);
 	wi_shmem_publish_sources();
+	wi_crash_guard_publish();
 	timeout = wi_http_timeout_ms();
 	if (timeout < 0 || timeout > wi_poll_interval_ms)
 		timeout = wi_poll_interval_ms;
@@ -491,8 +331,8 @@ wait_for_events(WorkerLoop *loop)
 	/* (while every slot is taken, a completion wakes the loop anyway) */
 	if (sched_ms >= 0 && free_slots(loop) > 0)
 		timeout = Min(timeout, sched_ms);
-	if (loop->deferred != NIL)
-		timeout = Min(timeout, Max(wi_lock_timeout_ms, 1));
+	if (wi_dispatch_timeout_ms() >= 0)
+		timeout = Min(timeout, Max(wi_dispatch_timeout_ms(), 1));
 	nevents = WaitEventSetWait(loop->wait_set, timeout, events, lengthof(events),
 							   wi_wait_event(WI_WAIT_WORKER_MAIN));
 	for (int i = 0; i < nevents; i++)
@@ -521,66 +361,26 @@ wi_loop_pass(WorkerLoop *loop)
 	reload_settings(loop);
 	if (DefaultXactReadOnly)
 	{
-		wi_worker_wait_writable(wi_http_in_flight(), &loop->counters);
+		wi_worker_wait_writable(wi_http_in_flight() + wi_dispatch_held_all(), wi_dispatch_held_all(),
+								&loop->counters);
 		wi_http_set_limits();	/* the wait took the reloads */
 	}
 	housekeeping(loop);
 	poll_if_due(loop);
 	refill(loop);
-	if (complete(loop))
+	if (hand_over(loop))
 		return;					/* straight to the next pass: slots are free */
 	wait_for_events(loop);
 }
 
-/* Give a finished transfer up: its job goes back to the queue when its lease expires. */
-static void
-abandon(WorkerLoop *loop, Transfer *t)
-{
-	if (loop->nabandoned == loop->abandoned_size)
-	{
-		loop->abandoned_size = Max(64, loop->abandoned_size * 2);
-		loop->abandoned = loop->abandoned ?
-			repalloc(loop->abandoned, sizeof(int64) * loop->abandoned_size) :
-			MemoryContextAlloc(loop->job_cxt, sizeof(int64) * loop->abandoned_size);
-	}
-	loop->abandoned[loop->nabandoned++] = t->job_id;
-	wi_transfer_free(t);
-}
-
 /*
  * After an ERROR escaped a pass (worker.c has aborted the transaction and
- * reported the error): transfers in flight stay in flight; those of the
- * batch that was being completed count an error and are tried again, each
- * alone; one that met WI_MAX_COMPLETION_ERRORS is given up, and its job
- * left to the lease check.
+ * reported the error): transfers in flight stay in flight, results held
+ * stay held; the next pass claims again.
  */
 void
 wi_loop_recover(WorkerLoop *loop)
 {
-	List	   *keep_list = NIL;
-	int			i = 0;
-	ListCell   *lc;
-
-	MemoryContextSwitchTo(loop->job_cxt);
-	foreach(lc, loop->finished)
-	{
-		Transfer   *t = (Transfer *) lfirst(lc);
-
-		if (i++ < loop->completing && ++t->errors >= WI_MAX_COMPLETION_ERRORS)
-		{
-			ereport(WARNING,
-					(errcode(ERRCODE_INTERNAL_ERROR),
-					 errmsg("webhook_ingest worker: giving up completing job %lld after %d errors",
-							(long long) t->job_id, t->errors),
-					 errdetail("The lease check takes the job back once its lease has expired.")));
-			abandon(loop, t);
-		}
-		else
-			keep_list = lappend(keep_list, t);
-	}
-	list_free(loop->finished);
-	loop->finished = keep_list;
-	loop->completing = 0;
 	MemoryContextSwitchTo(loop->pass_cxt);
 	loop->claim_now = true;
 }

@@ -1,6 +1,6 @@
 /*
  * worker_loop.h
- *		The worker's loop and what it keeps between passes (worker_loop.c).
+ *		The fetcher's loop and what it keeps between passes (worker_loop.c).
  *
  * IDENTIFICATION
  *		src/worker_loop.h
@@ -18,7 +18,7 @@
 
 typedef struct WorkerLoop
 {
-	MemoryContext job_cxt;		/* Transfers and the lists of them */
+	MemoryContext job_cxt;		/* Transfers, while their jobs are in flight */
 	MemoryContext pass_cxt;		/* reset at the start of every pass */
 	WaitEventSet *wait_set;
 	WiCounters	counters;
@@ -35,22 +35,12 @@ typedef struct WorkerLoop
 	TimestampTz last_lease_check;
 	uint64		lease_rounds;
 	TimestampTz next_clean_up;
-
-	/* completions */
-	List	   *finished;		/* fetched, not completed yet */
-	int			completing;		/* how many at the head of finished are being completed */
-	List	   *deferred;		/* their rows were locked by another session */
-	TimestampTz next_deferred_try;
-	int64	   *abandoned;		/* jobs given up, for the lease check to take back */
-	int			nabandoned;
-	int			abandoned_size;
 } WorkerLoop;
 
 extern void wi_loop_init(WorkerLoop *loop, int fd_cap);
 extern void wi_loop_pass(WorkerLoop *loop);
 extern void wi_loop_recover(WorkerLoop *loop);
-extern TimestampTz wi_scan_start(TimestampTz stopped_at);
 /* worker.c */
-extern void wi_worker_wait_writable(int in_flight, const WiCounters *counters);
+extern void wi_worker_wait_writable(int in_flight, int applying, const WiCounters *counters);
 
 #endif							/* WI_WORKER_LOOP_H */

@@ -173,7 +173,7 @@ SELECT relname, reloptions FROM pg_class
 -- the monitoring role reads the views, and nothing else
 SET ROLE webhook_ingest_monitor;
 SELECT count(*) >= 2 AS sources_listed FROM webhook_ingest.queue_stats;
-SELECT count(*) FROM webhook_ingest.worker_status;
+SELECT count(*) FROM webhook_ingest.worker_status WHERE role = 'fetcher';
 SELECT count(*) FROM webhook_ingest.latency;
 SELECT count(*) FROM webhook_ingest.recent_failures;
 SELECT count(*) FROM webhook_ingest.jobs;

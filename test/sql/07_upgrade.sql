@@ -154,7 +154,7 @@ SELECT extversion FROM pg_extension WHERE extname = 'webhook_ingest';
 SELECT name, tls_ca IS NULL AS system_bundle, tls_client_cert IS NULL AS no_client_cert, proxy IS NULL AS setting_proxy
   FROM webhook_ingest.sources ORDER BY 1;
 SELECT count(*) AS keys FROM webhook_ingest.source_tls_keys;
-SELECT connections_opened >= 0 AND tls_connections_opened >= 0 AS counted FROM webhook_ingest.worker_status;
+SELECT connections_opened >= 0 AND tls_connections_opened >= 0 AS counted FROM webhook_ingest.worker_status WHERE role = 'fetcher';
 
 -- ... and through 0.8.0: the ledger's times are the values 0.6.0 computed, and
 -- an accepted event id runs no SQL function (the default is inlined: the plan

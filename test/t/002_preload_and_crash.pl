@@ -30,7 +30,7 @@ $node->safe_psql('postgres', 'CREATE DATABASE app');
 # only decides which get a worker.
 ($ret, $out, $err) = $node->psql('postgres', 'CREATE EXTENSION webhook_ingest');
 is($ret, 0, 'CREATE EXTENSION succeeds in a database webhook_ingest.database leaves out');
-is($node->safe_psql('postgres', q{SELECT count(*) FROM webhook_ingest.worker_status WHERE database = 'postgres'}),
+is($node->safe_psql('postgres', q{SELECT count(*) FROM webhook_ingest.worker_status WHERE role = 'fetcher' AND database = 'postgres'}),
 	'0', 'and that database gets no worker');
 $node->safe_psql('app', 'CREATE EXTENSION webhook_ingest');
 $node->safe_psql('app', q{

@@ -56,7 +56,7 @@ $primary->safe_psql('postgres', qq{
 	                                 'store_post(text,jsonb,jsonb)');
 });
 $primary->poll_query_until('postgres',
-	q{SELECT state = 'running' FROM webhook_ingest.worker_status})
+	q{SELECT state = 'running' FROM webhook_ingest.worker_status WHERE role = 'fetcher'})
   or die 'the worker did not start';
 $primary->backup('b');
 
@@ -274,11 +274,11 @@ is(q_ok($app, "SELECT count(*) FROM webhook_ingest.jobs WHERE id IN ($ids) AND d
 is($r, 'f', sprintf('  wait_for_job of job %d, done but without done_lsn, returns false after its 300 ms timeout (%.0f ms)',
 	$done_job, $ms));
 
-my $old_pid = q_ok($app, q{SELECT pid FROM webhook_ingest.worker_status});
+my $old_pid = q_ok($app, q{SELECT pid FROM webhook_ingest.worker_status WHERE role = 'fetcher'});
 is(q_ok($app, "SELECT pg_terminate_backend($old_pid)"), 't', "terminated the worker (pid $old_pid)");
 ($r, $ms) = timed($app, "SELECT webhook_ingest.wait_for_job($done_job, '60s')");
 is($r, 't', sprintf('wait_for_job of that job returns true once the restarted worker filled in done_lsn (%.0f ms)', $ms));
-my $new_pid = q_ok($app, q{SELECT pid FROM webhook_ingest.worker_status});
+my $new_pid = q_ok($app, q{SELECT pid FROM webhook_ingest.worker_status WHERE role = 'fetcher'});
 ok($new_pid ne $old_pid && $new_pid ne '', "a new worker runs (pid $new_pid)");
 my %new_lsn = map { (split / /, $_) } split /\n/, q_ok($app,
 	"SELECT id || ' ' || coalesce(done_lsn::text, 'NULL') FROM webhook_ingest.jobs WHERE id IN ($ids)");

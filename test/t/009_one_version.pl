@@ -66,7 +66,9 @@ ok(defined $previous, 'an older install script exists to start from');
 $node->safe_psql('postgres', 'CREATE DATABASE versions');
 my $offset = -s $node->logfile;
 $node->safe_psql('versions', qq{CREATE EXTENSION webhook_ingest VERSION '$previous'});
-my $state_sql = q{SELECT state FROM webhook_ingest.worker_status WHERE database = 'versions'};
+# (the worker's row: from 0.10.0 on the view has a row per apply worker too, role 'applier')
+my $state_sql = q{SELECT state FROM webhook_ingest.worker_status w
+                   WHERE to_jsonb(w) ->> 'role' IS DISTINCT FROM 'applier' AND database = 'versions'};
 ok($node->poll_query_until('versions',
 		"SELECT coalesce(($state_sql) IN ('waiting for ALTER EXTENSION webhook_ingest UPDATE', 'disabled'), false)"),
 	"at $previous the worker has looked at the extension");

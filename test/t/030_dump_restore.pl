@@ -203,7 +203,7 @@ sub check_drained
 		'7/7', "$how: the handler ran once for each of blog's jobs");
 	is(query($db, q{SELECT count(*) FROM webhook_ingest.documents WHERE details IS NOT NULL}),
 		'4', "$how: the documents of docs fetched beside the restored one");
-	is(query($db, q{SELECT database FROM webhook_ingest.worker_status}), $db,
+	is(query($db, q{SELECT database FROM webhook_ingest.worker_status WHERE role = 'fetcher'}), $db,
 		"$how: it was this database's worker");
 }
 
@@ -228,7 +228,7 @@ check_drained('custom_copy', 'pg_restore');
 serve('live_copy', 'on');
 $node->command_ok([ 'pg_restore', '--exit-on-error', '--section=pre-data', '-d', 'live_copy', "$tmp/src.dump" ],
 	'live worker: schema restored');
-$node->poll_query_until('live_copy', q{SELECT state = 'running' FROM webhook_ingest.worker_status})
+$node->poll_query_until('live_copy', q{SELECT state = 'running' FROM webhook_ingest.worker_status WHERE role = 'fetcher'})
   or diag('the worker did not start');
 sleep 1;    # past its reclaim of running jobs at start
 $node->command_ok([ 'pg_restore', '--exit-on-error', '--section=data', '--section=post-data', '-d', 'live_copy',

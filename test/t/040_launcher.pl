@@ -100,7 +100,7 @@ for my $db (qw(db1 db2 db3))
 }
 ok(wait_done('db1', 21) && wait_done('db2', 20) && wait_done('db3', 20), 'each worker drained its own queue');
 is(q1('db2', q{SELECT string_agg(database || ':' || (pid IS NOT NULL) || ':' || (succeeded >= 20), ',' ORDER BY database)
-                 FROM webhook_ingest.worker_status}),
+                 FROM webhook_ingest.worker_status WHERE role = 'fetcher'}),
 	'db1:true:true,db2:true:true,db3:true:true', 'worker_status, from any database, shows every database\'s worker');
 
 is(q1('db1', q{SELECT jobs FROM webhook_ingest.latency WHERE source = 'blog'}), '21',
@@ -118,7 +118,7 @@ ok($node->log_contains('the worker of database "db3" exited unexpectedly, restar
 # --- DROP EXTENSION stops that database's worker ------------------------------
 q1('db3', 'DROP EXTENSION webhook_ingest');
 wait_workers('db1,db2', 'DROP EXTENSION: that database\'s worker exited');
-is(q1('db1', q{SELECT count(*) FROM webhook_ingest.worker_status WHERE database = 'db3'}), '0', 'and its slot is free');
+is(q1('db1', q{SELECT count(*) FROM webhook_ingest.worker_status WHERE role = 'fetcher' AND database = 'db3'}), '0', 'and its slot is free');
 
 # --- a plain DROP DATABASE with 50 transfers in flight -------------------------
 q1('db2', q{SELECT count(*) FROM generate_series(1, 50) i, webhook_ingest.enqueue('stuck', 's-' || i) e});
@@ -168,7 +168,7 @@ diag(sprintf('measured: slowest of 20 plain DROP DATABASE of a test database: %.
 wait_workers('copy1,db1r,fromtmpl', 'no worker leaked');
 is(q1('postgres', q{SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'webhook_ingest worker' AND datname IS NULL}),
 	'0', 'no worker without a database');
-is(q1('db1r', q{SELECT string_agg(database, ',' ORDER BY database) FROM webhook_ingest.worker_status}),
+is(q1('db1r', q{SELECT string_agg(database, ',' ORDER BY database) FROM webhook_ingest.worker_status WHERE role = 'fetcher'}),
 	'copy1,db1r,fromtmpl', 'no slot leaked');
 my $cycle_log = slurp_file($node->logfile, $cycle_start);
 unlike($cycle_log, qr/FATAL|PANIC|ERROR/, 'and no FATAL or ERROR in the log');
@@ -195,7 +195,7 @@ q1('postgres', 'CREATE DATABASE cap2');
 install('cap2');
 ok($node->poll_query_until('db1r',
 		q{SELECT state = 'no worker: webhook_ingest.max_databases (4) reached' AND pid IS NULL
-		    FROM webhook_ingest.worker_status WHERE database = 'cap2'}),
+		    FROM webhook_ingest.worker_status WHERE role = 'fetcher' AND database = 'cap2'}),
 	'a fifth: a row in worker_status says why it has no worker');
 ok($node->log_contains('no worker for database "cap2": webhook_ingest.max_databases \(4\) reached', $log_start),
 	'and the log says so');

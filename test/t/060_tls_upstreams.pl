@@ -160,7 +160,7 @@ is(join(',', map { $_->{status} } sort { $a->{uri} cmp $b->{uri} } requests(qr{^
 sub opened
 {
 	return split /\|/, $node->safe_psql('postgres',
-		q{SELECT connections_opened, tls_connections_opened FROM webhook_ingest.worker_status});
+		q{SELECT connections_opened, tls_connections_opened FROM webhook_ingest.worker_status WHERE role = 'fetcher'});
 }
 
 # A burst; returns (jobs' states, the server's log lines of it, connections and TLS connections opened).
@@ -174,7 +174,7 @@ sub burst
 	my $new = grep { $_->{nreq} == 1 } @r;
 	# worker_status is refreshed by the worker's loop: wait for it to catch up
 	$node->poll_query_until('postgres',
-		"SELECT connections_opened - $c0 >= $new FROM webhook_ingest.worker_status");
+		"SELECT connections_opened - $c0 >= $new FROM webhook_ingest.worker_status WHERE role = 'fetcher'");
 	my ($c1, $t1) = opened();
 	return ($states, \@r, $c1 - $c0, $t1 - $t0, $new);
 }

@@ -45,7 +45,7 @@ my $done = $node->safe_psql('postgres', q{
 my $victim_ms = (time() - $t0) * 1000;
 is($done, 'done', sprintf('while the application idles in transaction, another source\'s job is done (state %s after %.0f ms)',
 	$done, $victim_ms));
-diag($node->safe_psql('postgres', q{SELECT 'in_flight=' || in_flight || ' claimed=' || claimed FROM webhook_ingest.worker_status}));
+diag($node->safe_psql('postgres', q{SELECT 'in_flight=' || in_flight || ' claimed=' || claimed FROM webhook_ingest.worker_status WHERE role = 'fetcher'}));
 $app->query_safe('COMMIT');
 $app->quit;
 $node->poll_query_until('postgres', q{SELECT state = 'done' FROM webhook_ingest.jobs WHERE external_id = 'victim'});

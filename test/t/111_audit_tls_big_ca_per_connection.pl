@@ -50,14 +50,14 @@ $node->safe_psql('postgres', qq{
 $node->poll_query_until('postgres',
 	q{SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'webhook_ingest worker'})
   or die 'the worker did not start';
-my $pid = $node->safe_psql('postgres', q{SELECT pid FROM webhook_ingest.worker_status});
+my $pid = $node->safe_psql('postgres', q{SELECT pid FROM webhook_ingest.worker_status WHERE role = 'fetcher'});
 $node->safe_psql('postgres', q{SELECT count(*) FROM generate_series(1, 1000) i, webhook_ingest.enqueue('bundle', 'b-' || i)});
 my $t0 = time;
 $node->poll_query_until('postgres', q{SELECT count(*) = 1000 FROM webhook_ingest.jobs WHERE state IN ('done', 'dead')})
   or die 'jobs did not finish';
 my ($hwm) = slurp_file("/proc/$pid/status") =~ /VmHWM:\s+(\d+) kB/;
 my ($fetched, $conns) = split /\|/, $node->safe_psql('postgres',
-	q{SELECT fetched, tls_connections_opened FROM webhook_ingest.worker_status});
+	q{SELECT fetched, tls_connections_opened FROM webhook_ingest.worker_status WHERE role = 'fetcher'});
 note(sprintf('1000 jobs in %d s; %d fetches, %d TLS connections; worker peak RSS %d MB', time - $t0, $fetched, $conns, $hwm / 1024));
 is($fetched, 1000, 'each job fetched once (no handshake timed out)');
 cmp_ok($hwm / 1024, '<', 250, 'the worker\'s peak RSS stays under 250 MB');

@@ -57,7 +57,7 @@ $node->safe_psql('postgres', qq{
 $node->poll_query_until('postgres',
 	q{SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'webhook_ingest worker'})
   or die 'the worker did not start';
-my $pid = $node->safe_psql('postgres', q{SELECT pid FROM webhook_ingest.worker_status});
+my $pid = $node->safe_psql('postgres', q{SELECT pid FROM webhook_ingest.worker_status WHERE role = 'fetcher'});
 
 sub job_done
 {

@@ -92,7 +92,7 @@ sub start_pair
 	like($n1->safe_psql('postgres', q{SELECT current_setting('synchronous_standby_names') || ' / ' || current_setting('synchronous_commit')}),
 		qr/^ANY 1 \(pgautofailover_standby_\d+\) \/ on$/, 'synchronous replication: ' .
 		$n1->safe_psql('postgres', q{SELECT current_setting('synchronous_standby_names') || ', synchronous_commit = ' || current_setting('synchronous_commit')}));
-	$n1->poll_query_until('postgres', q{SELECT state = 'running' FROM webhook_ingest.worker_status})
+	$n1->poll_query_until('postgres', q{SELECT state = 'running' FROM webhook_ingest.worker_status WHERE role = 'fetcher'})
 	  or die 'no worker on the primary';
 	is(AutoFailover::workers_on($n1), '1/1', 'the primary runs a worker (pg_stat_activity / worker_status)');
 	is(AutoFailover::workers_on($n2), '0/0', 'the secondary runs none');
@@ -586,7 +586,7 @@ sub workers_on
 	my ($node) = @_;
 	return $node->safe_psql('postgres', q{
 		SELECT (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'webhook_ingest worker') || '/'
-		       || (SELECT count(*) FROM webhook_ingest.worker_status WHERE pid IS NOT NULL)});
+		       || (SELECT count(*) FROM webhook_ingest.worker_status WHERE role = 'fetcher' AND pid IS NOT NULL)});
 }
 
 # Promotion to the new worker's first claim on $node, in ms: its log's
@@ -599,7 +599,7 @@ sub promotion_to_first_claim
 	my $first = $node->safe_psql('postgres', qq{
 		SELECT extract(epoch FROM min(started_at)) FROM webhook_ingest.jobs
 		 WHERE source = 'ha' AND started_at >= to_timestamp($promoted)});
-	my $worker = $node->safe_psql('postgres', q{SELECT extract(epoch FROM started_at) FROM webhook_ingest.worker_status});
+	my $worker = $node->safe_psql('postgres', q{SELECT extract(epoch FROM started_at) FROM webhook_ingest.worker_status WHERE role = 'fetcher'});
 	# pg_auto_failover keeps a promoted server read-only until it knows the old primary stopped
 	my $writable;
 	my $log = $self->server_log($node);

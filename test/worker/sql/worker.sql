@@ -148,7 +148,7 @@ SELECT pid = (SELECT pid FROM pg_stat_activity WHERE backend_type = 'webhook_ing
        claimed >= fetched AS claims_cover_fetches, fetched > 0 AS fetched, succeeded > 0 AS succeeded,
        retried > 0 AS retried, dead, handler_errors > 0 AS handler_errors, bytes > 0 AS bytes,
        last_error IS NOT NULL AS has_last_error, last_error_at <= now() AS last_error_at
-  FROM webhook_ingest.worker_status;
+  FROM webhook_ingest.worker_status WHERE role = 'fetcher';
 
 -- done_lsn: every done job carries the LSN of its commit; wait_for_job
 -- returns once the job is done, and the handler's rows are there
@@ -164,16 +164,16 @@ SELECT webhook_ingest.wait_for_job(id, '30 s') FROM webhook_ingest.jobs WHERE so
 -- cancel while the fetch runs: the worker drops the result, the handler's
 -- writes with it, and counts no failure
 SELECT webhook_ingest.alter_source('slowblog', 'http://127.0.0.1:18080/posts/{external_id}?delay_ms=1000');
-SELECT handler_errors AS errors_before, fetched AS fetched_before FROM webhook_ingest.worker_status \gset
+SELECT handler_errors AS errors_before, fetched AS fetched_before FROM webhook_ingest.worker_status WHERE role = 'fetcher' \gset
 SELECT job_id AS cancelled FROM webhook_ingest.enqueue('slowblog', 'cancelled-post') \gset
 SELECT wait_until($$SELECT state = 'running' FROM webhook_ingest.jobs WHERE external_id = 'cancelled-post'$$);
 SELECT webhook_ingest.cancel(:cancelled);
-SELECT wait_until(format($$SELECT fetched > %s AND in_flight = 0 FROM webhook_ingest.worker_status$$,
+SELECT wait_until(format($$SELECT fetched > %s AND in_flight = 0 FROM webhook_ingest.worker_status WHERE role = 'fetcher'$$,
                          :fetched_before));
 SELECT state, last_error FROM webhook_ingest.jobs WHERE id = :cancelled;
 SELECT count(*) AS cancelled_rows FROM posts WHERE id = 'cancelled-post';
 SELECT count(*) AS cancelled_calls FROM handler_calls WHERE external_id = 'cancelled-post';
-SELECT handler_errors - :errors_before AS new_handler_errors FROM webhook_ingest.worker_status;
+SELECT handler_errors - :errors_before AS new_handler_errors FROM webhook_ingest.worker_status WHERE role = 'fetcher';
 -- retry brings it back: fetched and handled this time
 SELECT webhook_ingest.retry(:cancelled);
 SELECT webhook_ingest.wait_for_job(:cancelled, '30 s');

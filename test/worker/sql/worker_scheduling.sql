@@ -71,11 +71,11 @@ SELECT finished_at - created_at < interval '2 s' AS small_done_within_2s
   FROM webhook_ingest.jobs WHERE source = 'small';
 -- while the backlog still drains, 100 at a time
 SELECT count(*) > 10000 AS backlog_still_pending FROM webhook_ingest.jobs WHERE source = 'backlog' AND state = 'pending';
-SELECT in_flight BETWEEN 1 AND 100 AS capped_at_100 FROM webhook_ingest.worker_status;
+SELECT in_flight BETWEEN 1 AND 100 AS capped_at_100 FROM webhook_ingest.worker_status WHERE role = 'fetcher';
 SELECT webhook_ingest.drop_source('backlog', force => true);
 ALTER SYSTEM RESET webhook_ingest.max_concurrent_requests;
 SELECT pg_reload_conf();
-SELECT wait_until($$SELECT in_flight = 0 FROM webhook_ingest.worker_status$$) AS backlog_drained;
+SELECT wait_until($$SELECT in_flight = 0 FROM webhook_ingest.worker_status WHERE role = 'fetcher'$$) AS backlog_drained;
 
 --
 -- (b) token bucket: 20 requests/s with a burst of 2.  From the arrival times at
@@ -263,7 +263,7 @@ SELECT webhook_ingest.drop_source('heavy_capped', force => true);
 SELECT webhook_ingest.drop_source('light_free', force => true);
 ALTER SYSTEM RESET webhook_ingest.max_concurrent_requests;
 SELECT pg_reload_conf();
-SELECT wait_until($$SELECT in_flight = 0 FROM webhook_ingest.worker_status$$) AS weighted_drained;
+SELECT wait_until($$SELECT in_flight = 0 FROM webhook_ingest.worker_status WHERE role = 'fetcher'$$) AS weighted_drained;
 
 --
 -- (g) the limits are checked: SQLSTATE 22023 for a bad value, on add and alter;

@@ -1,0 +1,229 @@
+/*
+ * sched_apply.c
+ *		Who gets the apply workers' time: the fetcher keeps each source's
+ *		fetched results waiting for an apply worker (ready), and when one is
+ *		free it picks the next batch.
+ *
+ *		Time, not jobs, is shared: each source has a virtual time, the apply
+ *		time its batches took per unit of weight, and the source with the
+ *		lowest virtual time among those with ready results goes next (a
+ *		source that comes back after a pause starts at the clock's present:
+ *		no credit for idleness).  A batch is charged at hand-over with what
+ *		its jobs are expected to take and corrected by what they took.  So a
+ *		source whose handlers take 1.9 s gets one batch while a source whose
+ *		handlers take 1 ms gets a second of others.
+ *
+ *		A source whose jobs are known to be quick (the latest took less than
+ *		WI_FAST_US each, none more than WI_FAST_PEAK_US) has batches of up
+ *		to WI_APPLY_MAX_BATCH jobs, filled up with other quick sources'
+ *		results; any other source (slow, or not measured yet) has batches of
+ *		its own sized to about WI_BATCH_BUDGET_US, and those sources
+ *		together hold at most all apply workers but one: a handler that
+ *		sleeps or ignores its cancel can slow only its own source.  A source
+ *		whose ready results would take more than WI_READY_HORIZON_US of apply
+ *		time gets no new fetch (scheduler.c asks wi_sched_apply_backlogged).
+ *
+ * IDENTIFICATION
+ *		src/sched_apply.c
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+
+#include "webhook_ingest.h"
+#include "http.h"
+#include "scheduler.h"
+#include "scheduler_internal.h"
+
+#define WI_FAST_US				5000.0	/* 5 ms a job */
+#define WI_FAST_PEAK_US			100000.0	/* 100 ms */
+#define WI_MIN_COST_US			20.0	/* what the cheapest completion costs */
+#define WI_BATCH_BUDGET_US		200000.0	/* what a batch of a slow source is sized to */
+#define WI_READY_HORIZON_US		2000000.0	/* apply time a source may have waiting */
+#define WI_EWMA_WEIGHT			0.2
+#define WI_PEAK_DECAY			0.95
+
+/* The virtual clock: the virtual time of the source picked last. */
+static double apply_clock = 0;
+
+static SourceSched *
+entry_for(const char *name)
+{
+	bool		found;
+	SourceSched *s = (SourceSched *) hash_search(wi_sched_sources, name, HASH_ENTER, &found);
+
+	if (!found)
+	{
+		memset((char *) s + WI_SOURCE_NAME_LEN, 0, sizeof(SourceSched) - WI_SOURCE_NAME_LEN);
+		s->weight = 1;
+		s->stopped_at = DT_NOBEGIN;
+	}
+	return s;
+}
+
+static bool
+known_fast(const SourceSched *s)
+{
+	return s->apply_samples > 0 && s->apply_ewma_us < WI_FAST_US && s->apply_peak_us < WI_FAST_PEAK_US;
+}
+
+static double
+job_cost_us(const SourceSched *s)
+{
+	return Max(s->apply_ewma_us, WI_MIN_COST_US);
+}
+
+/* Would the source's ready results keep the apply workers busy too long?  Then it fetches no more. */
+bool
+wi_sched_apply_backlogged(const SourceSched *s)
+{
+	return s->nready > 0 && s->nready * job_cost_us(s) > WI_READY_HORIZON_US;
+}
+
+/* A fetched result waits for an apply worker; front: ahead of the others (handed back). */
+void
+wi_sched_ready(Transfer *t, bool front)
+{
+	SourceSched *s = entry_for(t->source);
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+	if (s->ready == NIL)
+		s->apply_vtime = Max(s->apply_vtime, apply_clock);
+	s->ready = front ? lcons(t, s->ready) : lappend(s->ready, t);
+	s->nready++;
+	MemoryContextSwitchTo(old);
+	wi_sched_state_changed();
+}
+
+/* Take up to max of s's ready results, stopping before one that must go alone. */
+static List *
+take(SourceSched *s, List *batch, int max, WiAloneTest alone)
+{
+	while (s->ready != NIL && list_length(batch) < max)
+	{
+		Transfer   *t = (Transfer *) linitial(s->ready);
+
+		if (alone(t))
+			break;
+		t->charged_us = job_cost_us(s);
+		s->apply_vtime += t->charged_us / s->weight;
+		batch = lappend(batch, t);
+		s->ready = list_delete_first(s->ready);
+		s->nready--;
+	}
+	return batch;
+}
+
+/* The source with ready results and the lowest virtual time; quick ones only unless restricted_allowed. */
+static SourceSched *
+next_source(bool restricted_allowed, const SourceSched *not_this)
+{
+	HASH_SEQ_STATUS seq;
+	SourceSched *s;
+	SourceSched *best = NULL;
+
+	hash_seq_init(&seq, wi_sched_sources);
+	while ((s = hash_seq_search(&seq)) != NULL)
+	{
+		if (s->ready == NIL || s == not_this || (!restricted_allowed && !known_fast(s)))
+			continue;
+		if (best == NULL || s->apply_vtime < best->apply_vtime)
+			best = s;
+	}
+	return best;
+}
+
+/*
+ * The next batch for an apply worker, or NIL: at most max results; a source
+ * not known to be quick only if restricted_allowed (*restricted says whether
+ * the batch is such a source's).  A result for which alone() is true goes in
+ * a batch of its own.
+ */
+static List *next_batch(SourceSched *s, int max, WiAloneTest alone, bool *restricted);
+
+List *
+wi_sched_next_batch(int max, bool restricted_allowed, WiAloneTest alone, bool *restricted)
+{
+	SourceSched *s = next_source(restricted_allowed, NULL);
+	MemoryContext old;
+	List	   *batch;
+
+	*restricted = false;
+	if (s == NULL)
+		return NIL;
+	/* The batch's list lives as long as the batch is handed over (not the fetcher's pass). */
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	batch = next_batch(s, max, alone, restricted);
+	MemoryContextSwitchTo(old);
+	return batch;
+}
+
+static List *
+next_batch(SourceSched *s, int max, WiAloneTest alone, bool *restricted)
+{
+	List	   *batch;
+	Transfer   *first;
+
+	apply_clock = Max(apply_clock, s->apply_vtime);
+	first = (Transfer *) linitial(s->ready);
+	*restricted = !known_fast(s);
+	if (alone(first))
+	{
+		first->charged_us = job_cost_us(s);
+		s->apply_vtime += first->charged_us / s->weight;
+		s->ready = list_delete_first(s->ready);
+		s->nready--;
+		return list_make1(first);
+	}
+	if (!known_fast(s))
+		return take(s, NIL, (int) Max(1.0, Min((double) max, floor(WI_BATCH_BUDGET_US / job_cost_us(s)))), alone);
+	batch = take(s, NIL, max, alone);
+	/* Room left: the other quick sources' results, by virtual time. */
+	while (list_length(batch) < max)
+	{
+		SourceSched *other = next_source(false, s);
+		int			before = list_length(batch);
+
+		if (other == NULL)
+			break;
+		batch = take(other, batch, max, alone);
+		if (list_length(batch) == before)
+			break;				/* its next must go alone */
+	}
+	return batch;
+}
+
+/*
+ * A result's completion took handler_us in an apply worker (its batch's
+ * share, or the time until its apply worker was ended): the charge is
+ * corrected and the source's figures updated.
+ */
+void
+wi_sched_applied(Transfer *t, int64 handler_us)
+{
+	SourceSched *s = wi_sched_lookup(t->source);
+	double		us = (double) handler_us;
+
+	if (s == NULL)
+		return;
+	s->apply_vtime += (us - t->charged_us) / s->weight;
+	t->charged_us = us;
+	s->apply_ewma_us = s->apply_samples == 0 ? us :
+		(1 - WI_EWMA_WEIGHT) * s->apply_ewma_us + WI_EWMA_WEIGHT * us;
+	s->apply_peak_us = Max(s->apply_peak_us * WI_PEAK_DECAY, us);
+	s->apply_samples++;
+	wi_sched_state_changed();
+}
+
+/* Results of source whose rows another session held: delta more (or fewer) wait for a lock. */
+void
+wi_sched_locked(const char *source, int delta)
+{
+	SourceSched *s = wi_sched_lookup(source);
+
+	if (s != NULL)
+		s->locked = Max(s->locked + delta, 0);
+}
