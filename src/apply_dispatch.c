@@ -261,6 +261,7 @@ take_outcome(Transfer *t, const WiApplyOutcome *o, WiCounters *counters)
 	bool		ended = o->outcome != WI_OUTCOME_LOCKED && o->outcome != WI_OUTCOME_NOT_STARTED &&
 		o->outcome != WI_OUTCOME_ERROR;
 
+	wi_sched_left_applier(t);
 	if (o->outcome != WI_OUTCOME_NOT_STARTED)
 		wi_sched_applied(t, o->handler_us);
 	if (t->alone)
@@ -338,6 +339,7 @@ applier_gone(int index)
 		Transfer   *t = (Transfer *) lfirst(lc);
 
 		t->alone = false;
+		wi_sched_left_applier(t);
 		if (t->job_id == culprit || t->job_id == deadline_job)
 		{
 			wi_sched_applied(t, GetCurrentTimestamp() - l->handed_at);

@@ -16,12 +16,15 @@
  *		A source whose jobs are known to be quick (the latest took less than
  *		WI_FAST_US each, none more than WI_FAST_PEAK_US) has batches of up
  *		to WI_APPLY_MAX_BATCH jobs, filled up with other quick sources'
- *		results; any other source (slow, or not measured yet) has batches of
- *		its own sized to about WI_BATCH_BUDGET_US, and those sources
- *		together hold at most all apply workers but one: a handler that
- *		sleeps or ignores its cancel can slow only its own source.  A source
- *		whose ready results would take more than WI_READY_HORIZON_US of apply
- *		time gets no new fetch (scheduler.c asks wi_sched_apply_backlogged).
+ *		results.  A source known to be slow has batches of its own sized to
+ *		about WI_BATCH_BUDGET_US, and the slow sources together hold at most
+ *		all apply workers but one.  A source not measured yet has one job at
+ *		a time in an apply worker, in a batch of its own, until its first
+ *		result says which it is.  So a handler that sleeps or ignores its
+ *		cancel delays no other source's job in its batch, and can hold the
+ *		last apply worker only once, before it is known.  A source whose
+ *		ready results would take more than WI_READY_HORIZON_US of apply time
+ *		gets no new fetch (scheduler.c asks wi_sched_apply_backlogged).
  *
  * IDENTIFICATION
  *		src/sched_apply.c
@@ -64,10 +67,19 @@ entry_for(const char *name)
 	return s;
 }
 
-static bool
-known_fast(const SourceSched *s)
+typedef enum ApplyClass
 {
-	return s->apply_samples > 0 && s->apply_ewma_us < WI_FAST_US && s->apply_peak_us < WI_FAST_PEAK_US;
+	APPLY_FAST,					/* known to be quick */
+	APPLY_SLOW,					/* known to be slow */
+	APPLY_UNKNOWN				/* not measured yet */
+} ApplyClass;
+
+static ApplyClass
+class_of(const SourceSched *s)
+{
+	if (s->apply_samples == 0)
+		return APPLY_UNKNOWN;
+	return (s->apply_ewma_us < WI_FAST_US && s->apply_peak_us < WI_FAST_PEAK_US) ? APPLY_FAST : APPLY_SLOW;
 }
 
 static double
@@ -98,6 +110,20 @@ wi_sched_ready(Transfer *t, bool front)
 	wi_sched_state_changed();
 }
 
+/* The first of s's ready results, charged to s, into an apply worker's hands. */
+static Transfer *
+hand(SourceSched *s)
+{
+	Transfer   *t = (Transfer *) linitial(s->ready);
+
+	t->charged_us = job_cost_us(s);
+	s->apply_vtime += t->charged_us / s->weight;
+	s->ready = list_delete_first(s->ready);
+	s->nready--;
+	s->in_applier++;
+	return t;
+}
+
 /* Take up to max of s's ready results, stopping before one that must go alone. */
 static List *
 take(SourceSched *s, List *batch, int max, WiAloneTest alone)
@@ -108,18 +134,30 @@ take(SourceSched *s, List *batch, int max, WiAloneTest alone)
 
 		if (alone(t))
 			break;
-		t->charged_us = job_cost_us(s);
-		s->apply_vtime += t->charged_us / s->weight;
-		batch = lappend(batch, t);
-		s->ready = list_delete_first(s->ready);
-		s->nready--;
+		batch = lappend(batch, hand(s));
 	}
 	return batch;
 }
 
-/* The source with ready results and the lowest virtual time; quick ones only unless restricted_allowed. */
+/* May s have a batch now?  A slow one if restricted_allowed, one not measured yet if none is in hand. */
+static bool
+eligible(const SourceSched *s, bool restricted_allowed)
+{
+	switch (class_of(s))
+	{
+		case APPLY_FAST:
+			return true;
+		case APPLY_SLOW:
+			return restricted_allowed;
+		case APPLY_UNKNOWN:
+			return s->in_applier == 0;
+	}
+	return false;
+}
+
+/* The eligible source with ready results and the lowest virtual time; only quick ones if fast_only. */
 static SourceSched *
-next_source(bool restricted_allowed, const SourceSched *not_this)
+next_source(bool restricted_allowed, const SourceSched *not_this, bool fast_only)
 {
 	HASH_SEQ_STATUS seq;
 	SourceSched *s;
@@ -128,7 +166,8 @@ next_source(bool restricted_allowed, const SourceSched *not_this)
 	hash_seq_init(&seq, wi_sched_sources);
 	while ((s = hash_seq_search(&seq)) != NULL)
 	{
-		if (s->ready == NIL || s == not_this || (!restricted_allowed && !known_fast(s)))
+		if (s->ready == NIL || s == not_this || !eligible(s, restricted_allowed) ||
+			(fast_only && class_of(s) != APPLY_FAST))
 			continue;
 		if (best == NULL || s->apply_vtime < best->apply_vtime)
 			best = s;
@@ -138,16 +177,16 @@ next_source(bool restricted_allowed, const SourceSched *not_this)
 
 /*
  * The next batch for an apply worker, or NIL: at most max results; a source
- * not known to be quick only if restricted_allowed (*restricted says whether
- * the batch is such a source's).  A result for which alone() is true goes in
- * a batch of its own.
+ * known to be slow only if restricted_allowed (*restricted says whether the
+ * batch is such a source's).  A result for which alone() is true goes in a
+ * batch of its own.
  */
 static List *next_batch(SourceSched *s, int max, WiAloneTest alone, bool *restricted);
 
 List *
 wi_sched_next_batch(int max, bool restricted_allowed, WiAloneTest alone, bool *restricted)
 {
-	SourceSched *s = next_source(restricted_allowed, NULL);
+	SourceSched *s = next_source(restricted_allowed, NULL, false);
 	MemoryContext old;
 	List	   *batch;
 
@@ -169,22 +208,16 @@ next_batch(SourceSched *s, int max, WiAloneTest alone, bool *restricted)
 
 	apply_clock = Max(apply_clock, s->apply_vtime);
 	first = (Transfer *) linitial(s->ready);
-	*restricted = !known_fast(s);
-	if (alone(first))
-	{
-		first->charged_us = job_cost_us(s);
-		s->apply_vtime += first->charged_us / s->weight;
-		s->ready = list_delete_first(s->ready);
-		s->nready--;
-		return list_make1(first);
-	}
-	if (!known_fast(s))
+	*restricted = class_of(s) == APPLY_SLOW;
+	if (alone(first) || class_of(s) == APPLY_UNKNOWN)
+		return list_make1(hand(s));
+	if (class_of(s) == APPLY_SLOW)
 		return take(s, NIL, (int) Max(1.0, Min((double) max, floor(WI_BATCH_BUDGET_US / job_cost_us(s)))), alone);
 	batch = take(s, NIL, max, alone);
 	/* Room left: the other quick sources' results, by virtual time. */
 	while (list_length(batch) < max)
 	{
-		SourceSched *other = next_source(false, s);
+		SourceSched *other = next_source(false, s, true);
 		int			before = list_length(batch);
 
 		if (other == NULL)
@@ -216,6 +249,16 @@ wi_sched_applied(Transfer *t, int64 handler_us)
 	s->apply_peak_us = Max(s->apply_peak_us * WI_PEAK_DECAY, us);
 	s->apply_samples++;
 	wi_sched_state_changed();
+}
+
+/* A result is out of its apply worker's hands (its batch is over, or the apply worker gone). */
+void
+wi_sched_left_applier(Transfer *t)
+{
+	SourceSched *s = wi_sched_lookup(t->source);
+
+	if (s != NULL)
+		s->in_applier = Max(s->in_applier - 1, 0);
 }
 
 /* Results of source whose rows another session held: delta more (or fewer) wait for a lock. */

@@ -54,6 +54,7 @@ typedef struct SourceSched
 	/* apply workers' time (sched_apply.c) */
 	List	   *ready;			/* fetched results (Transfers) waiting for an apply worker */
 	int			nready;
+	int			in_applier;		/* results in an apply worker's batch */
 	int			locked;			/* results whose rows another session held, to try again */
 	double		apply_vtime;	/* apply time it had, per unit of weight (us), on the virtual clock */
 	double		apply_ewma_us;	/* time its jobs take in an apply worker, lately */

@@ -155,7 +155,7 @@ sub poison_round
 	is(scalar_sql(qq{SELECT state || ' ' || attempts FROM webhook_ingest.jobs WHERE external_id = '$poison'}),
 		'dead 2', "$what: the poison job is dead after max_attempts (2)");
 	like(scalar_sql(qq{SELECT last_error FROM webhook_ingest.jobs WHERE external_id = '$poison'}),
-		qr/attempt 2\/2: the worker died while handling it/, "$what: last_error says the worker died while handling it");
+		qr/attempt 2\/2: the apply worker died while handling it/, "$what: last_error says the apply worker died while handling it");
 	is(scalar_sql(qq{SELECT count(DISTINCT external_id) || '/' || count(*) FROM effects
 	                 WHERE external_id LIKE '$poison-mate-%'}),
 		'20/20', "$what: the 20 jobs that shared its batch are done, each handler effect committed once");

@@ -40,7 +40,7 @@ $node->safe_psql('postgres', q{
 $node->safe_psql('postgres', q{SELECT webhook_ingest.enqueue('stubborn', 's1')});
 $node->poll_query_until('postgres', q{
 	SELECT count(*) = 1 FROM pg_stat_activity
-	 WHERE backend_type = 'webhook_ingest worker' AND wait_event = 'PgSleep'})
+	 WHERE backend_type = 'webhook_ingest applier' AND wait_event = 'PgSleep'})
   or die 'the handler did not start';
 usleep(1_000_000);		# past handler_timeout (500 ms)
 my $t0 = time();
