@@ -29,6 +29,13 @@
 /* The reply queue: outcomes of one batch at a time, a few kB. */
 #define WI_APPLY_REPLY_QUEUE_SIZE	(64 * 1024)
 
+/*
+ * A handler's hard deadline: an apply worker whose handler runs on this long
+ * after webhook_ingest.handler_timeout cancelled it is ended (handler_call.c),
+ * and the fetcher says so in the job's last_error (crash_guard.c).
+ */
+#define WI_HARD_DEADLINE_GRACE_MS(handler_timeout_ms)	Min((handler_timeout_ms), 1000)
+
 /* Most jobs in one batch. */
 #define WI_APPLY_MAX_BATCH		256
 

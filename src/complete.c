@@ -59,7 +59,6 @@
 #include "applier_guard.h"
 #include "complete.h"
 #include "handler_call.h"
-#include "job_store.h"
 #include "worker_tx.h"
 
 /*
@@ -76,6 +75,9 @@
 #define WI_LSN_BACKLOG_MAX	1024
 static TimestampTz lsn_backlog[WI_LSN_BACKLOG_MAX];
 static int	lsn_backlog_len = 0;
+
+/* Where the batch's jobs live (the apply worker's batch context): what outlives a job's completion. */
+static MemoryContext batch_cxt = NULL;
 
 /* The finished_at of the jobs the last committed batch made done: its now(). */
 static TimestampTz batch_finished_at = 0;
@@ -229,8 +231,8 @@ record_failure(ApplyJob *t, WiApplyVerdict verdict, const char *why, long elapse
 		return;
 	}
 	t->outcome = dead ? WI_OUTCOME_DEAD : WI_OUTCOME_RETRY;
-	/* Kept with the job (in the batch's context) for the failures ring. */
-	t->why = MemoryContextStrdup(GetMemoryChunkContext(t), why);
+	/* Kept with the batch (the per-job context is reset) for the failures ring and the reply. */
+	t->why = MemoryContextStrdup(batch_cxt, why);
 	if (dead)
 		ereport(LOG,
 				(errmsg("webhook_ingest: job %lld (%s/%s) is dead", (long long) t->job_id,
@@ -333,11 +335,18 @@ mark_done(ApplyJob *t)
 		"   WHERE kept_until >= $5 AND payload IS NOT NULL)"
 		" SELECT 'pending' FROM again UNION ALL SELECT 'done' FROM gone";
 	static SPIPlanPtr plan = NULL;
-	const WiStorageHorizon *horizon = wi_storage_horizon();
+	TimestampTz history_until;
+	TimestampTz kept_until;
 	Oid			types[5] = {INT8OID, INT4OID, INT2OID, TIMESTAMPTZOID, TIMESTAMPTZOID};
-	Datum		args[5] = {Int64GetDatum(t->job_id), Int32GetDatum(t->attempt),
-		Int16GetDatum((int16) Max(Min(t->status, PG_INT16_MAX), 0)),
-		TimestampTzGetDatum(horizon->history_until), TimestampTzGetDatum(horizon->kept_until)};
+	Datum		args[5];
+
+	/* the storage horizon the fetcher's last storage round found (shmem.c) */
+	wi_shmem_horizon(&history_until, &kept_until);
+	args[0] = Int64GetDatum(t->job_id);
+	args[1] = Int32GetDatum(t->attempt);
+	args[2] = Int16GetDatum((int16) Max(Min(t->status, PG_INT16_MAX), 0));
+	args[3] = TimestampTzGetDatum(history_until);
+	args[4] = TimestampTzGetDatum(kept_until);
 
 	if (wi_run_cached(&plan, sql, 5, types, args, NULL, false) != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "could not mark job %lld done", (long long) t->job_id);
@@ -696,6 +705,8 @@ wi_complete(ApplyJob *jobs, int njobs, int fetcher_pid, WiCounters *counters)
 {
 	Batch		b = {jobs, njobs, fetcher_pid, counters};
 	bool		finished_some = false;
+
+	batch_cxt = GetMemoryChunkContext(jobs);
 
 	for (int i = 0; i < njobs; i++)
 	{

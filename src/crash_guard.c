@@ -55,7 +55,6 @@
 #include "apply_queue.h"
 #include "crash_guard.h"
 #include "http.h"
-#include "handler_call.h"
 #include "job_store.h"
 #include "worker_tx.h"
 
@@ -404,7 +403,7 @@ kill_deadline_job(const LeftJob *job)
 {
 	char	   *why = psprintf("attempt %d: the handler ran past its hard deadline (webhook_ingest.handler_timeout, "
 							   "%d ms, and %d ms more), ignoring its cancel; its apply worker was ended; not retried",
-							   job->attempt, wi_handler_timeout_ms, wi_handler_hard_deadline_grace_ms());
+							   job->attempt, wi_handler_timeout_ms, WI_HARD_DEADLINE_GRACE_MS(wi_handler_timeout_ms));
 	DeadlineJob d = {job, why, false};
 	int64		id = job->job_id;
 
@@ -477,7 +476,11 @@ blame(const LeftBehind *left)
 					   WI_ALONE_CLEAN_COMPLETIONS)));
 }
 
-/* Settle one guard file; returns the job that ran past its hard deadline (0: none). */
+/*
+ * Settle one guard file; returns the job that ran past its hard deadline (0:
+ * none).  Suspects a crash made dead (or that were done meanwhile) leave the
+ * list at once.
+ */
 static int64
 settle_file(const char *path)
 {
@@ -489,7 +492,10 @@ settle_file(const char *path)
 	if (left.deadline.job_id != 0)
 		kill_deadline_job(&left.deadline);
 	if (left.ncompleting > 0)
+	{
 		blame(&left);
+		prune_suspects();
+	}
 	return left.deadline.job_id;
 }
 

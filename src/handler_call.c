@@ -36,6 +36,7 @@
 #include "utils/timestamp.h"
 
 #include "webhook_ingest.h"
+#include "apply_queue.h"
 #include "handler_call.h"
 
 /* search_path handlers start with: the database's, as the worker found it. */
@@ -49,9 +50,9 @@ static bool refused = false;
  * EXCEPTION WHEN query_canceled block) and runs on is stopped the only way
  * PL code cannot catch - its apply worker exits, and the job is dead
  * (crash_guard.c); the launcher starts another apply worker at once.  It
- * comes handler_timeout plus this grace (at most 1 s) after the call started.
+ * comes handler_timeout plus a grace (WI_HARD_DEADLINE_GRACE_MS, apply_queue.h:
+ * as long again, at most 1 s) after the call started.
  */
-#define WI_HARD_DEADLINE_GRACE_MS	1000
 static TimeoutId hard_deadline = MAX_TIMEOUTS;
 static volatile sig_atomic_t hard_deadline_hit = false;
 
@@ -62,13 +63,6 @@ hard_deadline_reached(void)
 	ProcDiePending = true;
 	InterruptPending = true;
 	SetLatch(MyLatch);
-}
-
-/* How long after handler_timeout a handler's apply worker is ended. */
-int
-wi_handler_hard_deadline_grace_ms(void)
-{
-	return Min(wi_handler_timeout_ms, WI_HARD_DEADLINE_GRACE_MS);
 }
 
 /* Did a handler run past its hard deadline (the apply worker is exiting for it)? */
@@ -214,7 +208,7 @@ wi_call_handler(Oid handler, Datum *args, const bool *nulls)
 	all_constraints_immediate();
 	started = GetCurrentTimestamp();
 	enable_timeout_after(STATEMENT_TIMEOUT, wi_handler_timeout_ms);
-	enable_timeout_after(hard_deadline, wi_handler_timeout_ms + wi_handler_hard_deadline_grace_ms());
+	enable_timeout_after(hard_deadline, wi_handler_timeout_ms + WI_HARD_DEADLINE_GRACE_MS(wi_handler_timeout_ms));
 	PG_TRY();
 	{
 		invoke(handler, args, nulls);

@@ -16,7 +16,6 @@ extern bool wi_handler_was_refused(void);
 extern bool wi_handler_timed_out(ErrorData *e, double elapsed_ms);
 extern void wi_handler_end_job(void);
 extern bool wi_handler_killed_worker(void);
-extern int	wi_handler_hard_deadline_grace_ms(void);
 extern bool wi_handler_error_final(int sqlerrcode);
 
 #endif							/* WI_HANDLER_CALL_H */

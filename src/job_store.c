@@ -128,20 +128,15 @@ maintain_storage(void *arg)
 	row = SPI_tuptable->vals[0];
 	desc = SPI_tuptable->tupdesc;
 	*behind = DatumGetBool(SPI_getbinval(row, desc, 1, &isnull));
-	/* For the apply workers, which write by it (shmem.c). */
+	/*
+	 * Until when the partitions of job_history and kept_payloads take rows
+	 * without a gap (DT_NOBEGIN: none found): for the apply workers, whose
+	 * completions put rows past it into the overflow tables (complete.c).
+	 */
 	wi_shmem_publish_horizon(DatumGetTimestampTz(SPI_getbinval(row, desc, 2, &isnull)),
 							 DatumGetTimestampTz(SPI_getbinval(row, desc, 3, &isnull)));
 }
 
-/* Until when the partitions take rows, as the fetcher's last storage round found. */
-const WiStorageHorizon *
-wi_storage_horizon(void)
-{
-	static WiStorageHorizon horizon;
-
-	wi_shmem_horizon(&horizon.history_until, &horizon.kept_until);
-	return &horizon;
-}
 
 bool
 wi_maintain_storage(void)

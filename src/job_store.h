@@ -1,7 +1,6 @@
 /*
  * job_store.h
- *		The fetcher's SQL (job_store.c), and the storage horizon every
- *		completion writes by.
+ *		The fetcher's SQL (job_store.c).
  *
  * IDENTIFICATION
  *		src/job_store.h
@@ -29,18 +28,6 @@ extern int	wi_park_paused(void);
 extern int64 wi_events_pages(void);
 extern bool wi_maintain_storage(void);
 
-/*
- * Until when the partitions of job_history and kept_payloads take rows
- * without a gap from the last storage round on (DT_NOBEGIN: none found);
- * completions put rows past it into the overflow tables.
- */
-typedef struct WiStorageHorizon
-{
-	TimestampTz history_until;
-	TimestampTz kept_until;
-} WiStorageHorizon;
-
-extern const WiStorageHorizon *wi_storage_horizon(void);
 extern int	wi_reclaim_running(void);
 extern int	wi_reclaim_expired(TimestampTz from, const int64 *given_up, int ngiven_up);
 extern int64 wi_purge_events(int max_pages);

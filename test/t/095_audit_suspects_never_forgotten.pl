@@ -31,7 +31,8 @@ $node->safe_psql('postgres', q{
 	                                 'public.maybe_die(text,jsonb,jsonb)', max_attempts => 1);
 });
 my $dboid = $node->safe_psql('postgres', q{SELECT oid FROM pg_database WHERE datname = current_database()});
-my $guard = $node->data_dir . "/pg_stat_tmp/webhook_ingest.$dboid.completing";
+# the fetcher's list of suspects (0.9.0 kept it in webhook_ingest.$dboid.completing)
+my $guard = $node->data_dir . "/pg_stat_tmp/webhook_ingest.$dboid.suspects";
 
 # Part 1: a lone poison job dies (max_attempts 1); it stays a suspect.
 $node->safe_psql('postgres', q{SELECT webhook_ingest.enqueue('pz', 'poison-alone')});
@@ -46,7 +47,7 @@ unlike($file, qr/suspects.*\b$dead_id\b/, "the dead culprit (job $dead_id) is no
 # Part 2: a full suspect list (1024 entries), then a poison job in a batch.
 $node->stop('fast');
 open(my $fh, '>', $guard) or die;
-print $fh "completing\nsuspects " . join(' ', map { 900000000 + $_ } 1 .. 1024) . "\n";
+print $fh "suspects " . join(' ', map { 900000000 + $_ } 1 .. 1024) . "\n";
 close $fh;
 $node->start;
 AuditNode::wait_for_worker($node);
