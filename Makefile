@@ -50,10 +50,11 @@ FRESH_INSTALLS = sql/webhook_ingest--0.3.0.sql sql/webhook_ingest--0.4.0.sql sql
 DATA = $(filter-out $(FRESH_INSTALLS),$(sort $(wildcard sql/webhook_ingest--*.sql)))
 DATA_built = $(FRESH_INSTALLS)
 # The companion extension for a router database in front of shards (router/, SQL only, PL/Proxy):
-# its own control file and version, installed beside webhook_ingest by the same make install.
+# its own control file and version, installed beside webhook_ingest by the same make install, with
+# every install and update script (the landed ones are frozen: an upgrade source each).
 ROUTER_EXTENSION = webhook_ingest_router
-ROUTER_VERSION = 0.1.0
-DATA += router/$(ROUTER_EXTENSION).control router/$(ROUTER_EXTENSION)--$(ROUTER_VERSION).sql
+ROUTER_VERSION = 0.2.0
+DATA += router/$(ROUTER_EXTENSION).control $(sort $(wildcard router/$(ROUTER_EXTENSION)--*.sql))
 
 PG_CONFIG ?= pg_config
 
@@ -129,6 +130,8 @@ version-check:
 		|| { echo "router/$(ROUTER_EXTENSION).control: default_version is not $(ROUTER_VERSION)"; exit 1; }
 	@test -f router/$(ROUTER_EXTENSION)--$(ROUTER_VERSION).sql \
 		|| { echo "no router/$(ROUTER_EXTENSION)--$(ROUTER_VERSION).sql"; exit 1; }
+	@test "$$(ls router/$(ROUTER_EXTENSION)--*--*.sql | sed -e 's/.*--//' -e 's/\.sql$$//' | sort -V | tail -n 1)" = '$(ROUTER_VERSION)' \
+		|| { echo "the newest router update script does not lead to $(ROUTER_VERSION)"; exit 1; }
 	@grep -q '"version": "$(ROUTER_VERSION)"' META.json || { echo "META.json: $(ROUTER_EXTENSION) is not $(ROUTER_VERSION)"; exit 1; }
 	@echo "version-check: $(EXTVERSION) everywhere ($(ROUTER_EXTENSION) $(ROUTER_VERSION))"
 
@@ -142,7 +145,8 @@ header-check:
 
 # One suite at a time, so test/run can count and report each.
 .PHONY: version-check header-check check-majors test-majors majors-flags deb deb-test unit-suite fuzz-replay-suite regress-suite isolation-suite tap-suite worker-suite examples-suite test demo bench-enqueue fuzz
-# Pure functions on their own (test/unit), built against the server's headers.
+# Pure functions on their own (test/unit), built against the server's headers; and every
+# relative link and anchor of the documentation (test/links/check).
 unit-suite: header-check
 	$(CC) $(CFLAGS) $(CPPFLAGS) -o test/unit/redirect_test test/unit/redirect_test.c src/redirect.c \
 		$(SHLIB_LINK) -L$(pkglibdir) -lpgcommon -lpgport
@@ -152,6 +156,8 @@ unit-suite: header-check
 	$(CC) $(CFLAGS) -DFRONTEND $(CPPFLAGS) -o test/unit/throttle_test test/unit/throttle_test.c src/retry_after.c \
 		-L$(pkglibdir) -lpgcommon -lpgport -lcurl
 	test/unit/throttle_test
+	python3 test/links/check --self-test
+	python3 test/links/check
 # The fuzz targets (test/fuzz) run once on each committed seed and crash
 # input, built with gcc's ASan and UBSan instead of libFuzzer: their
 # invariants hold there.  make fuzz is the real fuzzing.
