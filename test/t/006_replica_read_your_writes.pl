@@ -77,7 +77,7 @@ $reader->set_query_timer_restart;
 sub lsn_plus
 {
 	my ($lsn, $n) = @_;
-	return "(($lsn) + $n::numeric)";
+	return "(($lsn) + ${n}::numeric)";
 }
 
 sub q_ok
