@@ -12,11 +12,12 @@
 #   make deb          (as root on Debian 12) the Debian package,
 #                     build/deb/postgresql-15-webhook-ingest_$(EXTVERSION)_*.deb
 #   make check-majors (as root on Debian 12) compile every src/*.c with -Werror
-#                     against the headers of 13, 15, 17 and 18 (test/majors/check);
+#                     against the headers of 15, 17 and 18 (test/majors/check);
 #                     not part of make test
-#   make test-majors  (as root on Debian 12) build 13, 17 and 18 from Debian's
-#                     source packages into build/majors and run the suites
-#                     against each (test/majors/run); not part of make test
+#   make test-majors  (as root on Debian 12) run the suites against 17
+#                     (trixie's packages in a chroot) and 18 (built from
+#                     Debian's source package into build/majors)
+#                     (test/majors/run); not part of make test
 #   make deb-test     the package's test (test/deb/run; WI_DEB_INSTALL=1 also
 #                     installs it in a private mount namespace); not part of make test
 
@@ -49,25 +50,13 @@ FRESH_INSTALLS = sql/webhook_ingest--0.3.0.sql sql/webhook_ingest--0.4.0.sql sql
 DATA = $(filter-out $(FRESH_INSTALLS),$(sort $(wildcard sql/webhook_ingest--*.sql)))
 DATA_built = $(FRESH_INSTALLS)
 # The companion extension for a router database in front of shards (router/, SQL only, PL/Proxy):
-# its own control file and version, installed beside webhook_ingest by the same make install.
+# its own control file and version, installed beside webhook_ingest by the same make install, with
+# every install and update script (the landed ones are frozen: an upgrade source each).
 ROUTER_EXTENSION = webhook_ingest_router
-ROUTER_VERSION = 0.1.0
-DATA += router/$(ROUTER_EXTENSION).control router/$(ROUTER_EXTENSION)--$(ROUTER_VERSION).sql
+ROUTER_VERSION = 0.2.0
+DATA += router/$(ROUTER_EXTENSION).control $(sort $(wildcard router/$(ROUTER_EXTENSION)--*.sql))
 
 PG_CONFIG ?= pg_config
-
-# PostgreSQL 13 has neither SQL-standard function bodies (RETURN expr) nor
-# date_bin(), both used since 0.6.0: built against it, the fresh-install
-# scripts and the update scripts that use them are rewritten without them
-# (sql/pre14.awk); the latter are built into sql/pre14/ and installed in
-# place of the landed ones.
-PG_MAJOR := $(shell $(PG_CONFIG) --version 2>/dev/null | sed -n 's/^PostgreSQL \([0-9]*\).*/\1/p')
-ifeq ($(shell test '$(PG_MAJOR)' -lt 14 2>/dev/null && echo pre14),pre14)
-PRE14_FILTER = | awk -f sql/pre14.awk
-PRE14_SCRIPTS := $(shell grep -l -e '^RETURN ' -e 'date_bin' $(DATA) /dev/null)
-DATA := $(filter-out $(PRE14_SCRIPTS),$(DATA))
-DATA_built += $(patsubst sql/%,sql/pre14/%,$(PRE14_SCRIPTS))
-endif
 
 CURL_CONFIG ?= curl-config
 SHLIB_LINK += $(shell $(CURL_CONFIG) --libs 2>/dev/null || echo -lcurl)
@@ -101,27 +90,22 @@ include $(PGXS)
 # After the include: Makefile.global resets it.
 PROVE_FLAGS = -v
 
-sql/webhook_ingest--0.3.0.sql: $(CHAIN_0.3.0) sql/fresh_install.awk sql/pre14.awk
-	awk -f sql/fresh_install.awk $(CHAIN_0.3.0) $(PRE14_FILTER) > $@
-sql/webhook_ingest--0.4.0.sql: $(CHAIN_0.4.0) sql/fresh_install.awk sql/pre14.awk
-	awk -f sql/fresh_install.awk $(CHAIN_0.4.0) $(PRE14_FILTER) > $@
-sql/webhook_ingest--0.5.0.sql: $(CHAIN_0.5.0) sql/fresh_install.awk sql/pre14.awk
-	awk -f sql/fresh_install.awk $(CHAIN_0.5.0) $(PRE14_FILTER) > $@
-sql/webhook_ingest--0.6.0.sql: $(CHAIN_0.6.0) sql/fresh_install.awk sql/pre14.awk
-	awk -f sql/fresh_install.awk $(CHAIN_0.6.0) $(PRE14_FILTER) > $@
-sql/webhook_ingest--0.7.0.sql: $(CHAIN_0.7.0) sql/fresh_install.awk sql/pre14.awk
-	awk -f sql/fresh_install.awk $(CHAIN_0.7.0) $(PRE14_FILTER) > $@
-sql/webhook_ingest--0.8.0.sql: $(CHAIN_0.8.0) sql/fresh_install.awk sql/pre14.awk
-	awk -f sql/fresh_install.awk $(CHAIN_0.8.0) $(PRE14_FILTER) > $@
-sql/webhook_ingest--0.9.0.sql: $(CHAIN_0.9.0) sql/fresh_install.awk sql/pre14.awk
-	awk -f sql/fresh_install.awk $(CHAIN_0.9.0) $(PRE14_FILTER) > $@
-sql/webhook_ingest--0.10.0.sql: $(CHAIN_0.10.0) sql/fresh_install.awk sql/pre14.awk
-	awk -f sql/fresh_install.awk $(CHAIN_0.10.0) $(PRE14_FILTER) > $@
-
-sql/pre14/%.sql: sql/%.sql sql/pre14.awk
-	@mkdir -p sql/pre14
-	awk -f sql/pre14.awk $< > $@
-EXTRA_CLEAN += sql/pre14
+sql/webhook_ingest--0.3.0.sql: $(CHAIN_0.3.0) sql/fresh_install.awk
+	awk -f sql/fresh_install.awk $(CHAIN_0.3.0) > $@
+sql/webhook_ingest--0.4.0.sql: $(CHAIN_0.4.0) sql/fresh_install.awk
+	awk -f sql/fresh_install.awk $(CHAIN_0.4.0) > $@
+sql/webhook_ingest--0.5.0.sql: $(CHAIN_0.5.0) sql/fresh_install.awk
+	awk -f sql/fresh_install.awk $(CHAIN_0.5.0) > $@
+sql/webhook_ingest--0.6.0.sql: $(CHAIN_0.6.0) sql/fresh_install.awk
+	awk -f sql/fresh_install.awk $(CHAIN_0.6.0) > $@
+sql/webhook_ingest--0.7.0.sql: $(CHAIN_0.7.0) sql/fresh_install.awk
+	awk -f sql/fresh_install.awk $(CHAIN_0.7.0) > $@
+sql/webhook_ingest--0.8.0.sql: $(CHAIN_0.8.0) sql/fresh_install.awk
+	awk -f sql/fresh_install.awk $(CHAIN_0.8.0) > $@
+sql/webhook_ingest--0.9.0.sql: $(CHAIN_0.9.0) sql/fresh_install.awk
+	awk -f sql/fresh_install.awk $(CHAIN_0.9.0) > $@
+sql/webhook_ingest--0.10.0.sql: $(CHAIN_0.10.0) sql/fresh_install.awk
+	awk -f sql/fresh_install.awk $(CHAIN_0.10.0) > $@
 
 # Every object depends on every header (PGXS tracks no header dependencies),
 # and on the Makefile, which holds EXTVERSION.
@@ -146,6 +130,8 @@ version-check:
 		|| { echo "router/$(ROUTER_EXTENSION).control: default_version is not $(ROUTER_VERSION)"; exit 1; }
 	@test -f router/$(ROUTER_EXTENSION)--$(ROUTER_VERSION).sql \
 		|| { echo "no router/$(ROUTER_EXTENSION)--$(ROUTER_VERSION).sql"; exit 1; }
+	@test "$$(ls router/$(ROUTER_EXTENSION)--*--*.sql | sed -e 's/.*--//' -e 's/\.sql$$//' | sort -V | tail -n 1)" = '$(ROUTER_VERSION)' \
+		|| { echo "the newest router update script does not lead to $(ROUTER_VERSION)"; exit 1; }
 	@grep -q '"version": "$(ROUTER_VERSION)"' META.json || { echo "META.json: $(ROUTER_EXTENSION) is not $(ROUTER_VERSION)"; exit 1; }
 	@echo "version-check: $(EXTVERSION) everywhere ($(ROUTER_EXTENSION) $(ROUTER_VERSION))"
 
@@ -159,7 +145,8 @@ header-check:
 
 # One suite at a time, so test/run can count and report each.
 .PHONY: version-check header-check check-majors test-majors majors-flags deb deb-test unit-suite fuzz-replay-suite regress-suite isolation-suite tap-suite worker-suite examples-suite test demo bench-enqueue fuzz
-# Pure functions on their own (test/unit), built against the server's headers.
+# Pure functions on their own (test/unit), built against the server's headers; and every
+# relative link and anchor of the documentation (test/links/check).
 unit-suite: header-check
 	$(CC) $(CFLAGS) $(CPPFLAGS) -o test/unit/redirect_test test/unit/redirect_test.c src/redirect.c \
 		$(SHLIB_LINK) -L$(pkglibdir) -lpgcommon -lpgport
@@ -169,6 +156,8 @@ unit-suite: header-check
 	$(CC) $(CFLAGS) -DFRONTEND $(CPPFLAGS) -o test/unit/throttle_test test/unit/throttle_test.c src/retry_after.c \
 		-L$(pkglibdir) -lpgcommon -lpgport -lcurl
 	test/unit/throttle_test
+	python3 test/links/check --self-test
+	python3 test/links/check
 # The fuzz targets (test/fuzz) run once on each committed seed and crash
 # input, built with gcc's ASan and UBSan instead of libFuzzer: their
 # invariants hold there.  make fuzz is the real fuzzing.
@@ -221,7 +210,7 @@ deb-test:
 # Every src/*.c compiled against each major's headers (test/majors/check).
 check-majors:
 	bash test/majors/check
-# The suites against 13, 17 and 18, each built from Debian's source package (test/majors/run).
+# The suites against 17 and 18, the other supported majors Debian carries (test/majors/run).
 test-majors:
 	bash test/majors/run
 # The flags test/majors/check compiles with: this build's, less the

@@ -23,6 +23,8 @@ WI_PACKAGES="$WI_PACKAGES $WI_EXAMPLES_PACKAGES"
 # psycopg2 for /usr/bin/python3: the examples (Django) and the storm's senders
 # (bench/peers/storm_send.py), which test/t/140_router.pl runs through the router.
 WI_PACKAGES="$WI_PACKAGES python3-psycopg2"
+# curl and openssl: README's example sender (test/t/200_readme_example.pl runs it).
+WI_PACKAGES="$WI_PACKAGES curl"
 # pgbouncer: test/t/050_pgbouncer.pl starts its own (the package's service is stopped).
 WI_PACKAGES="$WI_PACKAGES pgbouncer"
 # TLS upstreams (test/tls/): nginx with the echo module as the test server

@@ -73,12 +73,11 @@ $app->set_query_timer_restart;
 my $reader = $standby->background_psql('postgres', on_error_stop => 0);
 $reader->set_query_timer_restart;
 
-# LSN + n in SQL: pg_lsn + numeric is 14+, this is 13's too.
+# LSN + n in SQL.
 sub lsn_plus
 {
 	my ($lsn, $n) = @_;
-	my $x = "(($lsn) - '0/0'::pg_lsn + $n)";
-	return "(to_hex(floor($x / 4294967296)::bigint) || '/' || to_hex(mod($x, 4294967296)::bigint))::pg_lsn";
+	return "(($lsn) + ${n}::numeric)";
 }
 
 sub q_ok

@@ -34,9 +34,7 @@ webhook_ingest.poll_interval = 50ms
 $node->start;
 
 # What is installed: the control file and the scripts beside it.
-# (config_data is 15's; 13's PostgresNode has none: pg_config of the node's installation then)
-my $sharedir = $node->can('config_data') ? $node->config_data('--sharedir')
-  : do { my $d = `pg_config --sharedir`; chomp $d; $d };
+my $sharedir = $node->config_data('--sharedir');
 my $extdir = "$sharedir/extension";
 my ($default) = slurp_file("$extdir/webhook_ingest.control") =~ /^default_version\s*=\s*'([^']*)'/m;
 is($default, $extversion, "the installed control file's default_version is EXTVERSION ($extversion)");

@@ -38,7 +38,7 @@ webhook_ingest.enabled = off
 sub serve
 {
 	my ($db, $enabled) = @_;
-	# (appended, the last line wins: adjust_conf is 15's, 13's PostgresNode has none)
+	# (appended: the last line wins)
 	$node->append_conf('postgresql.conf', "webhook_ingest.database = '$db'\nwebhook_ingest.enabled = $enabled");
 	$node->restart;
 }

@@ -12,11 +12,6 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 my $node = AuditNode::start('audit_usage');
-if ($node->safe_psql('postgres', 'SHOW server_version_num') < 140000)
-{
-	$node->stop;
-	plan skip_all => 'SQL-standard function bodies (BEGIN ATOMIC) are 14+';
-}
 $node->safe_psql('postgres', q{
 	CREATE ROLE svc LOGIN;
 	GRANT EXECUTE ON FUNCTION webhook_ingest.enqueue(text, text, jsonb, text) TO svc;

@@ -20,13 +20,11 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-# The router needs PL/Proxy (postgresql-NN-plproxy) and PostgreSQL 14 or later (SQL-standard bodies).
+# The router needs PL/Proxy (postgresql-NN-plproxy).
 {
 	my $pg_config = $ENV{PG_CONFIG} // 'pg_config';
 	chomp(my $share = `$pg_config --sharedir`);
-	my ($major) = `$pg_config --version` =~ /PostgreSQL (\d+)/;
 	plan skip_all => "PL/Proxy is not installed in $share" unless -f "$share/extension/plproxy.control";
-	plan skip_all => "webhook_ingest_router needs PostgreSQL 14 or later (this is $major)" if ($major // 0) < 14;
 }
 use Digest::SHA qw(hmac_sha256_hex);
 use IPC::Run;
@@ -472,6 +470,50 @@ for my $k (1 .. 40)
 }
 ok($same, "after doubling, each of the 40 pending objects coalesces into its job on the same database (nothing moved)");
 is(rq_ok('app', "SELECT state FROM webhook_ingest.job($old)"), 'pending', 'and a router id from before the doubling still resolves');
+
+# The update from router 0.1.0 (frozen: an upgrade source) gives the catalog of a fresh install, and the
+# updated router routes: a database with the landed 0.1.0, updated, beside a fresh one.
+my $router_version = `sed -n 's/^ROUTER_VERSION *= *//p' Makefile`;
+chomp $router_version;
+my $router_catalog = join "\n---\n", map { $_ } (
+	q{SELECT pg_describe_object(classid, objid, objsubid) FROM pg_depend
+	   WHERE deptype = 'e' AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'webhook_ingest_router')
+	   ORDER BY 1},
+	q{SELECT p.oid::regprocedure::text, p.prorettype::regtype, p.proretset, p.prosecdef, p.provolatile, p.proconfig,
+	         l.lanname, md5(p.prosrc), (SELECT array_agg(a::text ORDER BY a::text) FROM unnest(p.proacl) a)
+	    FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+	   WHERE p.pronamespace = 'webhook_ingest'::regnamespace ORDER BY 1},
+	q{SELECT c.relname, c.relkind, pg_get_viewdef(c.oid), (SELECT array_agg(a::text ORDER BY a::text) FROM unnest(c.relacl) a)
+	    FROM pg_class c WHERE c.relnamespace = 'webhook_ingest'::regnamespace ORDER BY 1},
+	q{SELECT c.relname, a.attnum, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull
+	    FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+	   WHERE c.relnamespace = 'webhook_ingest'::regnamespace AND a.attnum > 0 AND NOT a.attisdropped ORDER BY 1, 2},
+	q{SELECT extversion FROM pg_extension WHERE extname = 'webhook_ingest_router'});
+$router->safe_psql('postgres', 'CREATE DATABASE router_fresh');
+$router->safe_psql('postgres', 'CREATE DATABASE router_updated');
+$router->safe_psql('router_fresh', 'CREATE EXTENSION webhook_ingest_router CASCADE');
+$router->safe_psql('router_updated', q{CREATE EXTENSION plproxy; CREATE EXTENSION webhook_ingest_router VERSION '0.1.0'});
+is($router->safe_psql('router_updated', q{SELECT extversion FROM pg_extension WHERE extname = 'webhook_ingest_router'}),
+	'0.1.0', 'the landed router 0.1.0 still installs as it was');
+$router->safe_psql('router_updated', 'ALTER EXTENSION webhook_ingest_router UPDATE');
+my @fresh_cat = map { $router->safe_psql('router_fresh', $_) } split /\n---\n/, $router_catalog;
+my @updated_cat = map { $router->safe_psql('router_updated', $_) } split /\n---\n/, $router_catalog;
+is($fresh_cat[-1], $router_version, "a fresh router install is ROUTER_VERSION ($router_version)");
+for my $i (0 .. $#fresh_cat)
+{
+	is($updated_cat[$i], $fresh_cat[$i], "router 0.1.0 updated to $router_version: catalog query " . ($i + 1) . ' as a fresh install');
+}
+$router->safe_psql('router_updated', qq{
+	CREATE SERVER webhook_ingest_shards FOREIGN DATA WRAPPER plproxy OPTIONS (connection_lifetime '1800', $parts);
+	CREATE USER MAPPING FOR PUBLIC SERVER webhook_ingest_shards;
+	GRANT USAGE ON FOREIGN SERVER webhook_ingest_shards TO webhook_ingest_enqueue, webhook_ingest_admin, webhook_ingest_monitor;
+});
+my ($urc, $uout, $uerr) = ('', '', '');
+$urc = $router->psql('router_updated', q{SELECT outcome FROM webhook_ingest.enqueue('held', 'obj-updated', NULL, 'updated-router')},
+	stdout => \$uout, stderr => \$uerr, extra_params => [ '-U', 'app' ]);
+is($uout, 'queued', "the updated router routes an enqueue ($uerr)");
+is($router->safe_psql('router_updated', q{SELECT count(*) FROM webhook_ingest.worker_status WHERE state = 'running'}),
+	$nshards, 'and its worker_status shows every shard');
 
 $upstream->signal('TERM');
 $upstream->finish;
