@@ -459,3 +459,23 @@ GRANT EXECUTE ON FUNCTION webhook_ingest._receive_unrouted(text, jsonb, text) TO
 GRANT EXECUTE ON FUNCTION webhook_ingest._remote(integer, refcursor), webhook_ingest._receive_unrouted(text, jsonb, text),
     webhook_ingest._shard_rows(text) TO webhook_ingest_admin;
 GRANT EXECUTE ON FUNCTION webhook_ingest._shard_rows(text) TO webhook_ingest_monitor;
+
+/*
+ * The shard's worker only: from webhook_ingest 0.10.0 on, a shard's worker_status has a row per
+ * apply worker too.
+ */
+CREATE OR REPLACE FUNCTION webhook_ingest._worker_status_on(shard integer)
+RETURNS TABLE (pid integer, database text, state text, started_at timestamptz, in_flight integer,
+               claimed bigint, fetched bigint, succeeded bigint, retried bigint, dead bigint,
+               handler_errors bigint, bytes bigint, last_error text, last_error_at timestamptz,
+               connections_opened bigint, tls_connections_opened bigint)
+LANGUAGE plproxy AS $fn$
+    CLUSTER 'webhook_ingest_shards';
+    RUN ON webhook_ingest._part(shard);
+    SELECT w.pid, w.database, w.state, w.started_at, w.in_flight, w.claimed, w.fetched, w.succeeded,
+           w.retried, w.dead, w.handler_errors, w.bytes, w.last_error, w.last_error_at,
+           w.connections_opened, w.tls_connections_opened
+      FROM webhook_ingest.worker_status w
+     -- the shard's worker: from webhook_ingest 0.10.0 on the view has a row per apply worker too
+     WHERE w.database = current_database() AND to_jsonb(w) ->> 'role' IS DISTINCT FROM 'applier';
+$fn$;

@@ -870,7 +870,9 @@ LANGUAGE plproxy AS $fn$
     SELECT w.pid, w.database, w.state, w.started_at, w.in_flight, w.claimed, w.fetched, w.succeeded,
            w.retried, w.dead, w.handler_errors, w.bytes, w.last_error, w.last_error_at,
            w.connections_opened, w.tls_connections_opened
-      FROM webhook_ingest.worker_status w WHERE w.database = current_database();
+      FROM webhook_ingest.worker_status w
+     -- the shard's worker: from webhook_ingest 0.10.0 on the view has a row per apply worker too
+     WHERE w.database = current_database() AND to_jsonb(w) ->> 'role' IS DISTINCT FROM 'applier';
 $fn$;
 
 CREATE FUNCTION webhook_ingest._latency_on(shard integer)
