@@ -229,7 +229,6 @@ SELECT * FROM pg_temp.bad_round('notjson');
 SELECT * FROM pg_temp.bad_state();
 SELECT job_id, source, pg_temp.k(external_id) AS page_url, attempt, http_status, pg_temp.k(error) AS error, outcome
   FROM webhook_ingest.recent_failures WHERE source = 'bad';
-SELECT * FROM pg_temp.step('bad');
 SELECT pg_temp.later('bad');
 SELECT * FROM pg_temp.sweep('bad');
 SELECT * FROM pg_temp.bad_state();
