@@ -998,14 +998,18 @@ COMMENT ON FUNCTION webhook_ingest._reconcile_page(text, text, integer, text, by
  * least: the document's version, the webhook payload's (fetched_version,
  * or version), and, when no webhook came while it ran (refetch), the
  * version a sweep listed before it started.  No ERROR for what the
- * upstream sent: a value that is no version is no version.
+ * upstream sent: a value that is no version is no version.  PL/pgSQL, its
+ * plans kept by the session, and no SET clause (a GUC saved and restored at
+ * every call): it is called at every completion of a reconciling source,
+ * by the worker, whose search_path is its own.
  */
 CREATE FUNCTION webhook_ingest._reconcile_fetched(job_id bigint, document jsonb)
 RETURNS void
-LANGUAGE sql
-SET search_path = pg_catalog, pg_temp
-AS $$
-WITH j AS (
+LANGUAGE plpgsql
+AS $fn$
+DECLARE
+    j record;
+BEGIN
     SELECT r.source_id, q.external_id, q.refetch,
            greatest(webhook_ingest._reconcile_version(
                         jsonb_path_query_first(document, coalesce(r.fetched_version, r.version), silent => true),
@@ -1013,18 +1017,25 @@ WITH j AS (
                     webhook_ingest._reconcile_version(
                         jsonb_path_query_first(q.payload, coalesce(r.fetched_version, r.version), silent => true),
                         r.version_kind)) AS seen
+      INTO j
       FROM webhook_ingest.queue q
       JOIN webhook_ingest.sources s ON s.name = q.source
       JOIN webhook_ingest.reconcile_settings r ON r.source_id = s.id
-     WHERE q.id = _reconcile_fetched.job_id)
-INSERT INTO webhook_ingest.reconcile_objects AS o (source_id, external_id, version, listed)
-SELECT j.source_id, j.external_id, j.seen, NULL FROM j
- WHERE j.seen IS NOT NULL OR NOT j.refetch
-ON CONFLICT (source_id, external_id) DO UPDATE
-   SET version = greatest(o.version, EXCLUDED.version,
-                          CASE WHEN NOT (SELECT j.refetch FROM j) THEN o.listed END),
-       listed = CASE WHEN (SELECT j.refetch FROM j) THEN o.listed END
-$$;
+     WHERE q.id = _reconcile_fetched.job_id;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    UPDATE webhook_ingest.reconcile_objects o
+       SET version = greatest(o.version, j.seen, CASE WHEN NOT j.refetch THEN o.listed END),
+           listed = CASE WHEN j.refetch THEN o.listed END
+     WHERE o.source_id = j.source_id AND o.external_id = j.external_id;
+    IF NOT FOUND AND j.seen IS NOT NULL THEN
+        INSERT INTO webhook_ingest.reconcile_objects AS o (source_id, external_id, version)
+        VALUES (j.source_id, j.external_id, j.seen)
+        ON CONFLICT (source_id, external_id) DO UPDATE SET version = greatest(o.version, EXCLUDED.version);
+    END IF;
+END
+$fn$;
 COMMENT ON FUNCTION webhook_ingest._reconcile_fetched(bigint, jsonb) IS
     'a job of a reconciling source completed (mark_done): the version of the copy now fetched';
 
