@@ -74,6 +74,8 @@ SELECT webhook_ingest.alter_source('r1', reconcile => '{"id": "$.number"}');
 SELECT id, (SELECT page_url IS NULL AND leased_until IS NULL FROM webhook_ingest.reconcile_sweeps) AS sweep_reset
   FROM webhook_ingest.reconcile_settings;
 SELECT webhook_ingest.alter_source('r1', reconcile => '{"id": null, "every": null}');
+SELECT webhook_ingest.alter_source('r1', reconcile => '{"items": "$[*] ? (exists(@.pull_request))"}');
+SELECT items FROM webhook_ingest.reconcile_settings;
 SELECT id, every FROM webhook_ingest.reconcile_settings;
 SELECT * FROM pg_temp.try($$SELECT webhook_ingest.alter_source('r1', reconcile => '{"url": null}')$$);
 SELECT * FROM pg_temp.try($$SELECT webhook_ingest.alter_source('r1', reconcile => '{}', drop_reconcile => true)$$);
@@ -285,8 +287,10 @@ SELECT set_config('wi.key', :'key' || 'p', false) IS NOT NULL AS key_set;
 SELECT pg_temp.up('reconcile/reset?style=stripe&objects=30');
 SELECT webhook_ingest.add_source('stripe', :'up' || '/stripe/v1/customers/{external_id}?key=' || :'key' || 'p',
     reconcile => jsonb_build_object(
-        'url', :'up' || '/stripe/v1/events?key=' || :'key' || 'p' || '&limit=5&created[gte]={since_epoch}',
-        'next_url', :'up' || '/stripe/v1/events?key=' || :'key' || 'p' || '&limit=5&created[gte]={since_epoch}&starting_after={cursor}',
+        'url', :'up' || '/stripe/v1/events?key=' || :'key' || 'p'
+               || '&limit=5&types[]=customer.created&types[]=customer.updated&created[gte]={since_epoch}',
+        'next_url', :'up' || '/stripe/v1/events?key=' || :'key' || 'p'
+               || '&limit=5&types[]=customer.created&types[]=customer.updated&created[gte]={since_epoch}&starting_after={cursor}',
         'items', '$.data[*]', 'id', '$.data.object.id', 'version', '$.created',
         'cursor', '$.data[last].id', 'has_more', '$.has_more', 'fetched_version', '$.created',
         'since', 1704067230));
