@@ -505,41 +505,37 @@ SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
     cur webhook_ingest.sources;
+    conflict text;
 BEGIN
     SELECT * INTO cur FROM webhook_ingest.sources s WHERE s.name = alter_source.name FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'source "%" does not exist', webhook_ingest._clip(name) USING ERRCODE = 'undefined_object';
     END IF;
-    IF drop_handler AND alter_source.handler IS NOT NULL THEN
-        RAISE EXCEPTION 'cannot both set and drop the handler' USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF reset_enqueue_roles AND alter_source.enqueue_roles IS NOT NULL THEN
-        RAISE EXCEPTION 'cannot both set and reset enqueue_roles' USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF drop_signature AND (alter_source.signature_scheme IS NOT NULL OR alter_source.signing_secrets IS NOT NULL) THEN
-        RAISE EXCEPTION 'cannot both set and drop the signature settings' USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF reset_event_id_path AND alter_source.event_id_path IS NOT NULL THEN
-        RAISE EXCEPTION 'cannot both set and reset event_id_path' USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF reset_limits AND (alter_source.rate_limit IS NOT NULL OR alter_source.rate_burst IS NOT NULL
-                         OR alter_source.max_in_flight IS NOT NULL) THEN
-        RAISE EXCEPTION 'cannot both set and reset the limits' USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF reset_keep_payloads AND alter_source.keep_payloads IS NOT NULL THEN
-        RAISE EXCEPTION 'cannot both set and reset keep_payloads' USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF reset_tls_ca AND alter_source.tls_ca IS NOT NULL THEN
-        RAISE EXCEPTION 'cannot both set and reset tls_ca' USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF reset_tls_client AND (alter_source.tls_client_cert IS NOT NULL OR alter_source.tls_client_key IS NOT NULL) THEN
-        RAISE EXCEPTION 'cannot both set and reset the client certificate' USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF reset_proxy AND alter_source.proxy IS NOT NULL THEN
-        RAISE EXCEPTION 'cannot both set and reset proxy' USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF drop_reconcile AND alter_source.reconcile IS NOT NULL THEN
-        RAISE EXCEPTION 'cannot both set and drop reconcile' USING ERRCODE = 'invalid_parameter_value';
+    -- a setting both given and reset (or dropped) in one call: the first, in this order
+    SELECT c.message INTO conflict
+      FROM (VALUES (1, drop_handler AND alter_source.handler IS NOT NULL, 'cannot both set and drop the handler'),
+                   (2, reset_enqueue_roles AND alter_source.enqueue_roles IS NOT NULL,
+                    'cannot both set and reset enqueue_roles'),
+                   (3, drop_signature AND (alter_source.signature_scheme IS NOT NULL
+                                           OR alter_source.signing_secrets IS NOT NULL),
+                    'cannot both set and drop the signature settings'),
+                   (4, reset_event_id_path AND alter_source.event_id_path IS NOT NULL,
+                    'cannot both set and reset event_id_path'),
+                   (5, reset_limits AND (alter_source.rate_limit IS NOT NULL OR alter_source.rate_burst IS NOT NULL
+                                         OR alter_source.max_in_flight IS NOT NULL),
+                    'cannot both set and reset the limits'),
+                   (6, reset_keep_payloads AND alter_source.keep_payloads IS NOT NULL,
+                    'cannot both set and reset keep_payloads'),
+                   (7, reset_tls_ca AND alter_source.tls_ca IS NOT NULL, 'cannot both set and reset tls_ca'),
+                   (8, reset_tls_client AND (alter_source.tls_client_cert IS NOT NULL
+                                             OR alter_source.tls_client_key IS NOT NULL),
+                    'cannot both set and reset the client certificate'),
+                   (9, reset_proxy AND alter_source.proxy IS NOT NULL, 'cannot both set and reset proxy'),
+                   (10, drop_reconcile AND alter_source.reconcile IS NOT NULL, 'cannot both set and drop reconcile'))
+           AS c(n, given_twice, message)
+     WHERE c.given_twice ORDER BY c.n LIMIT 1;
+    IF conflict IS NOT NULL THEN
+        RAISE EXCEPTION '%', conflict USING ERRCODE = 'invalid_parameter_value';
     END IF;
     PERFORM webhook_ingest._check_tls_client(alter_source.tls_client_cert, alter_source.tls_client_key);
     cur.url_template := coalesce(alter_source.url_template, cur.url_template);

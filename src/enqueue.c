@@ -366,13 +366,9 @@ webhook_ingest_enqueue(PG_FUNCTION_ARGS)
 	bool		payload_null = PG_ARGISNULL(2);
 
 	/* Check everything before touching anything. */
-	PreventCommandIfReadOnly("webhook_ingest.enqueue()");
-	PreventCommandIfParallelMode("webhook_ingest.enqueue()");
-	wi_check_not_null(PG_ARGISNULL(0), "source");
+	source = wi_intake_source(fcinfo, "webhook_ingest.enqueue()");
 	wi_check_not_null(PG_ARGISNULL(1), "external_id");
-	source = PG_GETARG_TEXT_PP(0);
 	external_id = PG_GETARG_TEXT_PP(1);
-	wi_check_source_name(source);
 	wi_check_external_id(VARDATA_ANY(external_id), VARSIZE_ANY_EXHDR(external_id));
 	if (!PG_ARGISNULL(3))
 	{
@@ -387,6 +383,24 @@ webhook_ingest_enqueue(PG_FUNCTION_ARGS)
 
 	wi_enqueue_admit(source);
 	return wi_enqueue_write(fcinfo, source, external_id, payload, payload_null, event_id);
+}
+
+/*
+ * The first checks of a function that writes jobs (enqueue, reconciliation):
+ * not read-only, not in parallel mode, its source (argument 0) given and
+ * named.  Returns the source.
+ */
+text *
+wi_intake_source(FunctionCallInfo fcinfo, const char *function)
+{
+	text	   *source;
+
+	PreventCommandIfReadOnly(function);
+	PreventCommandIfParallelMode(function);
+	wi_check_not_null(PG_ARGISNULL(0), "source");
+	source = PG_GETARG_TEXT_PP(0);
+	wi_check_source_name(source);
+	return source;
 }
 
 /* A source name as an intake function's argument: not empty. */

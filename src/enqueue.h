@@ -15,6 +15,7 @@
 #include "fmgr.h"
 
 extern void wi_check_source_name(text *source);
+extern text *wi_intake_source(FunctionCallInfo fcinfo, const char *function);
 extern void wi_check_payload_size(Datum payload);
 extern void wi_enqueue_admit(text *source);
 extern Datum wi_enqueue_write(FunctionCallInfo fcinfo, text *source, text *external_id, Datum payload,

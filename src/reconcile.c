@@ -25,7 +25,6 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
-#include "tcop/utility.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
@@ -47,13 +46,9 @@ webhook_ingest_reconcile_enqueue(PG_FUNCTION_ARGS)
 	bool	   *elem_nulls;
 	int			n;
 
-	PreventCommandIfReadOnly("webhook_ingest._reconcile_enqueue()");
-	PreventCommandIfParallelMode("webhook_ingest._reconcile_enqueue()");
-	wi_check_not_null(PG_ARGISNULL(0), "source");
+	source = wi_intake_source(fcinfo, "webhook_ingest._reconcile_enqueue()");
 	wi_check_not_null(PG_ARGISNULL(1), "external_ids");
-	source = PG_GETARG_TEXT_PP(0);
 	ids = PG_GETARG_ARRAYTYPE_P(1);
-	wi_check_source_name(source);
 	deconstruct_array(ids, TEXTOID, -1, false, TYPALIGN_INT, &elems, &elem_nulls, &n);
 	wi_init_srf(fcinfo);
 	if (n == 0)
