@@ -773,14 +773,14 @@ BEGIN
            min(x.ord) FILTER (WHERE x.id IS NULL), min(x.ord) FILTER (WHERE x.v IS NULL)
       INTO ids, versions, no_id, no_version
       FROM (SELECT t.ord,
-                   CASE WHEN jsonb_typeof(i.id) IN ('string', 'number') THEN i.id #>> '{}' END AS id,
+                   CASE WHEN jsonb_typeof(i.id) IN ('string', 'number') THEN nullif(i.id #>> '{}', '') END AS id,
                    webhook_ingest._reconcile_version(i.version, r.version_kind) AS v
               FROM jsonb_path_query(page, r.items, silent => true) WITH ORDINALITY AS t(item, ord)
              CROSS JOIN LATERAL (SELECT jsonb_path_query_first(t.item, r.id, silent => true) AS id,
                                         jsonb_path_query_first(t.item, r.version, silent => true) AS version) i) x;
     IF no_id IS NOT NULL THEN
         RAISE EXCEPTION 'item % of the page has no id at %', no_id, r.id
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'An id is a JSON string or number.';
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'An id is a JSON string (not empty) or number.';
     END IF;
     IF no_version IS NOT NULL THEN
         raw := jsonb_path_query_first(jsonb_path_query_array(page, r.items, silent => true) -> (no_version::integer - 1),

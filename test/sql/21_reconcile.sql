@@ -262,6 +262,34 @@ SELECT state, page, attempts, sweeps, sweeps_failed, next_page_at > now() AS nex
   FROM webhook_ingest.reconcile_stats WHERE source = 'bad';
 SELECT attempt, outcome FROM webhook_ingest.recent_failures WHERE source = 'bad' ORDER BY failed_at DESC LIMIT 2;
 SELECT set_config('wi.key', :'key', false) IS NOT NULL AS key_set;
+-- pages made here (the upstream cannot send them): each refused with what is wrong, nothing kept
+SELECT webhook_ingest.add_source('syn', 'http://127.0.0.1:9/s/{external_id}', max_attempts => 100,
+    reconcile => '{"url": "http://127.0.0.1:9/list", "next_url": "http://127.0.0.1:9/list?after={cursor}",
+                   "items": "$.data[*]", "cursor": "$.next", "has_more": "$.more", "since": 0}');
+CREATE FUNCTION pg_temp.syn(body bytea, link text DEFAULT NULL, OUT outcome text, OUT last_error text)
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_temp.later('syn');
+    outcome := webhook_ingest._reconcile_page('syn', (SELECT c.url FROM webhook_ingest._reconcile_claim(ARRAY['syn']) c),
+                                              200, link, body);
+    SELECT sw.last_error INTO last_error FROM webhook_ingest.reconcile_sweeps sw
+      JOIN webhook_ingest.sources s ON s.id = sw.source_id WHERE s.name = 'syn';
+END $$;
+CREATE FUNCTION pg_temp.syn(body text, link text DEFAULT NULL, OUT outcome text, OUT last_error text)
+LANGUAGE sql AS $$ SELECT * FROM pg_temp.syn(convert_to(body, 'UTF8'), link) $$;
+SELECT * FROM pg_temp.syn('{"error": "Bad credentials"}');
+SELECT * FROM pg_temp.syn('{"data": [{"id": "a", "updated_at": "yesterday"}]}');
+SELECT * FROM pg_temp.syn('{"data": [{"id": "", "updated_at": "2024-01-01T00:00:00Z"}]}');
+SELECT * FROM pg_temp.syn('{"data": [{"id": "../admin", "updated_at": "2024-01-01T00:00:00Z"}]}');
+SELECT * FROM pg_temp.syn('{"data": [{"id": "a", "updated_at": "2024-01-01T00:00:00Z"}], "more": true}');
+SELECT * FROM pg_temp.syn('\x7b2264617461223a205b5d2c20ff7d'::bytea);
+SELECT count(*) AS jobs_kept FROM webhook_ingest.queue WHERE source = 'syn';
+SELECT webhook_ingest.alter_source('syn', reconcile => '{"next_url": null, "cursor": null}');
+SELECT * FROM pg_temp.syn('{"data": [{"id": "a", "updated_at": "2024-01-01T00:00:00Z"}]}',
+                          '<http://127.0.0.2:9/list?page=2>; rel="next"');
+SELECT * FROM pg_temp.syn('{"data": [{"id": "a", "updated_at": "2024-01-01T00:00:00Z"}]}', '<ftp://x/y>; rel="next"');
+SELECT * FROM pg_temp.syn('{"data": [{"id": "a", "updated_at": "2024-01-01T00:00:00Z"}]}', '</list?page=2>; rel="next"');
+SELECT count(*) AS jobs_kept FROM webhook_ingest.queue WHERE source = 'syn';
 
 -- 7. Shopify: products updated_at_min, times at -05:00, the next page from Link page_info.
 SELECT set_config('wi.key', :'key' || 's', false) IS NOT NULL AS key_set;
@@ -328,6 +356,7 @@ SELECT webhook_ingest.drop_source('bad', force => true);
 SELECT webhook_ingest.drop_source('shop', force => true);
 SELECT webhook_ingest.drop_source('stripe', force => true);
 SELECT webhook_ingest.drop_source('plain', force => true);
+SELECT webhook_ingest.drop_source('syn', force => true);
 SELECT (SELECT count(*) FROM webhook_ingest.reconcile_settings) AS settings,
        (SELECT count(*) FROM webhook_ingest.reconcile_sweeps) AS sweeps,
        (SELECT count(*) FROM webhook_ingest.reconcile_objects) AS objects;
