@@ -62,3 +62,1135 @@ SELECT q.source COLLATE "C" AS source, q.paused, q.pending, q.due_now, q.running
   FROM webhook_ingest._queue_stats() q
   LEFT JOIN webhook_ingest._fetcher_state() t ON t.source = q.source;
 DROP FUNCTION webhook_ingest._scheduler_state();
+
+/* ==== issue 30: reconciliation ==== */
+
+/*
+ * Reconciliation: a source may page its sender's list endpoint on a
+ * schedule and enqueue each listed object whose version is newer than the
+ * copy last fetched, as a job no webhook announced (events 0).  Off unless
+ * a source configures it (add_source's and alter_source's reconcile, a JSON
+ * object of settings: _reconcile_keys lists them).
+ *
+ *   reconcile_settings  a source's settings (written by _set_reconcile only)
+ *   reconcile_sweeps    one row per reconciling source: the sweep under way
+ *                       (the page due next, its attempts and back-off), the
+ *                       watermark ({since}), the last complete sweep and
+ *                       the counts: a row, so a sweep resumes at its cursor
+ *                       after a restart, a failover or an error
+ *   reconcile_objects   per object of a reconciling source, the version of
+ *                       the copy last fetched (and a listed version not yet
+ *                       fetched)
+ *
+ * The worker's part (issue 30 part B): the fetcher claims due pages
+ * (_reconcile_claim) within the source's budget and hands each fetched page
+ * to an apply worker, which calls _reconcile_page in its transaction; a
+ * completed job of a reconciling source calls _reconcile_fetched.  The
+ * version rules, URLs and enqueue are C (reconcile_values.c, reconcile.c):
+ * a page is the upstream's input, parsed without an ERROR path of its own.
+ */
+
+/* ---- the settings ---- */
+
+/*
+ * Every setting: its JSON type (url, jsonpath, kind, interval, number,
+ * integer, since), its default (NULL: none), its range, what it is.  The one
+ * list: _set_reconcile checks against it, errors name it, README shows it.
+ */
+CREATE FUNCTION webhook_ingest._reconcile_keys(
+    OUT key text, OUT type text, OUT default_value jsonb, OUT min_value numeric, OUT max_value numeric,
+    OUT description text)
+RETURNS SETOF record
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+VALUES
+    ('url', 'url', NULL::jsonb, NULL::numeric, NULL::numeric,
+     'the first page of a sweep: an http(s) URL template with {since} or {since_epoch} (the watermark)'),
+    ('next_url', 'url', NULL, NULL, NULL,
+     'the following pages: a template with {cursor} (cursor); none: the response''s Link rel="next"'),
+    ('items', 'jsonpath', '"$[*]"', NULL, NULL, 'the listed objects in a page'),
+    ('id', 'jsonpath', '"$.id"', NULL, NULL, 'an item''s external id (a string or a number)'),
+    ('version', 'jsonpath', '"$.updated_at"', NULL, NULL, 'an item''s version'),
+    ('version_kind', 'kind', '"timestamp"', NULL, NULL,
+     'timestamp (ISO 8601 with a zone, or epoch seconds) or integer'),
+    ('fetched_version', 'jsonpath', NULL, NULL, NULL,
+     'the version in a fetched document and in a webhook''s payload; none: version'),
+    ('cursor', 'jsonpath', NULL, NULL, NULL, 'the next page''s cursor in a page, for next_url'),
+    ('has_more', 'jsonpath', NULL, NULL, NULL,
+     'a boolean in a page: another page follows; none: while there is a cursor (or a Link rel="next")'),
+    ('every', 'interval', '"1 hour"', 1, 31622400, 'how often a sweep starts (1 second to 366 days)'),
+    ('since', 'since', NULL, NULL, NULL,
+     'the first sweep''s watermark: objects not fetched since are current up to it; default: now (timestamp)'),
+    ('share', 'number', '0.1', 0, 1, 'the part of the source''s rate_limit and max_in_flight sweeps may take'),
+    ('pause_backlog', 'integer', '100', 1, 1000000, 'a sweep waits while the source has this many due jobs'),
+    ('max_page_size', 'integer', '4096', 1, 65536, 'the largest page, in kB'),
+    ('max_pages', 'integer', '10000', 1, 1000000, 'the most pages of one sweep')
+$$;
+COMMENT ON FUNCTION webhook_ingest._reconcile_keys() IS
+    'the settings of reconciliation (add_source''s and alter_source''s reconcile): type, default, range';
+
+CREATE TABLE webhook_ingest.reconcile_settings (
+    source_id       integer PRIMARY KEY REFERENCES webhook_ingest.sources (id) ON DELETE CASCADE,
+    url             text NOT NULL,
+    next_url        text,
+    items           jsonpath NOT NULL,
+    id              jsonpath NOT NULL,
+    version         jsonpath NOT NULL,
+    version_kind    text NOT NULL,
+    fetched_version jsonpath,
+    cursor          jsonpath,
+    has_more        jsonpath,
+    every           interval NOT NULL,
+    since           bigint,
+    share           real NOT NULL,
+    pause_backlog   integer NOT NULL,
+    max_page_size   integer NOT NULL,
+    max_pages       integer NOT NULL
+);
+COMMENT ON TABLE webhook_ingest.reconcile_settings IS
+    'the sources that reconcile and how (_reconcile_keys); since: the first watermark as a version';
+
+/*
+ * A version as a number to compare (NULL: not one): microseconds since
+ * 1970 for kind timestamp, the integer for kind integer.
+ */
+CREATE FUNCTION webhook_ingest._reconcile_version(value jsonb, kind text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'webhook_ingest_reconcile_version'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+-- A page's URL from a template: {cursor}, {since}, {since_epoch}.
+CREATE FUNCTION webhook_ingest._reconcile_url(template text, cursor text, since bigint, kind text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'webhook_ingest_reconcile_url'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION webhook_ingest._check_reconcile_url(url text, what text, cursor boolean)
+RETURNS void
+AS 'MODULE_PATHNAME', 'webhook_ingest_check_reconcile_url'
+LANGUAGE C IMMUTABLE;
+
+-- One setting's value, alone (the cross checks are _set_reconcile's).
+CREATE FUNCTION webhook_ingest._check_reconcile_setting(key text, value jsonb)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    k record;
+    want text;
+    n numeric;
+BEGIN
+    SELECT * INTO k FROM webhook_ingest._reconcile_keys() r WHERE r.key = _check_reconcile_setting.key;
+    want := CASE WHEN k.type IN ('number', 'integer') THEN 'number' WHEN k.type = 'since' THEN jsonb_typeof(value)
+                 ELSE 'string' END;
+    IF jsonb_typeof(value) IS DISTINCT FROM want OR want NOT IN ('string', 'number') THEN
+        RAISE EXCEPTION 'reconcile setting "%" must be a JSON %', key,
+                        CASE WHEN k.type = 'since' THEN 'string or number' ELSE want END
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('It is %s.', webhook_ingest._clip(value::text));
+    END IF;
+    CASE k.type
+    WHEN 'url' THEN
+        PERFORM webhook_ingest._check_reconcile_url(value #>> '{}', 'reconcile ' || key, key = 'next_url');
+    WHEN 'jsonpath' THEN
+        BEGIN
+            PERFORM (value #>> '{}')::jsonpath;
+        EXCEPTION WHEN OTHERS THEN
+            RAISE EXCEPTION 'reconcile setting "%" is not a jsonpath', key
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = format('%s: %s', webhook_ingest._clip(value #>> '{}'), SQLERRM);
+        END;
+    WHEN 'kind' THEN
+        IF value #>> '{}' NOT IN ('timestamp', 'integer') THEN
+            RAISE EXCEPTION 'reconcile setting "version_kind" must be "timestamp" or "integer"'
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = format('It is %s.', webhook_ingest._clip(value::text));
+        END IF;
+    WHEN 'interval' THEN
+        BEGIN
+            n := extract(epoch FROM (value #>> '{}')::interval);
+        EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow OR interval_field_overflow THEN
+            RAISE EXCEPTION 'reconcile setting "%" is not an interval', key
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = format('It is %s.', webhook_ingest._clip(value::text));
+        END;
+    WHEN 'integer', 'number' THEN
+        n := value::numeric;
+        IF k.type = 'integer' AND n <> trunc(n) THEN
+            RAISE EXCEPTION 'reconcile setting "%" must be a whole number', key
+                USING ERRCODE = 'invalid_parameter_value', DETAIL = format('It is %s.', n);
+        END IF;
+    ELSE
+        NULL;       -- since: read with the version kind (_set_reconcile)
+    END CASE;
+    IF n IS NOT NULL AND (n < k.min_value OR n > k.max_value OR (k.type = 'number' AND n = k.min_value)) THEN
+        RAISE EXCEPTION 'reconcile setting "%" must be %', key,
+                        CASE WHEN k.type = 'number' THEN format('more than %s and at most %s', k.min_value, k.max_value)
+                             WHEN k.type = 'interval' THEN format('between %s second and %s days', k.min_value,
+                                                                  k.max_value / 86400)
+                             ELSE format('between %s and %s', k.min_value, k.max_value) END
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('It is %s.', webhook_ingest._clip(value #>> '{}'));
+    END IF;
+END
+$fn$;
+
+/* ---- the sweeps and the objects ---- */
+
+CREATE TABLE webhook_ingest.reconcile_sweeps (
+    source_id       integer PRIMARY KEY REFERENCES webhook_ingest.reconcile_settings (source_id) ON DELETE CASCADE,
+    watermark       bigint,
+    -- the sweep under way (page_url NULL: none; the next starts at next_attempt_at)
+    page_url        text,
+    started_at      timestamptz,
+    pages           integer NOT NULL DEFAULT 0,
+    recent_pages    bigint[] NOT NULL DEFAULT '{}',
+    sweep_max       bigint,
+    listed          integer NOT NULL DEFAULT 0,
+    changed         integer NOT NULL DEFAULT 0,
+    missed          integer NOT NULL DEFAULT 0,
+    next_attempt_at timestamptz NOT NULL DEFAULT now(),
+    attempts        integer NOT NULL DEFAULT 0,
+    leased_until    timestamptz,
+    last_error      text,
+    last_status     integer,
+    last_error_at   timestamptz,
+    -- the last complete sweep
+    last_started_at timestamptz,
+    last_completed_at timestamptz,
+    last_pages      integer,
+    last_listed     integer,
+    last_changed    integer,
+    last_missed     integer,
+    -- since reconciliation was configured
+    sweeps          bigint NOT NULL DEFAULT 0,
+    sweeps_failed   bigint NOT NULL DEFAULT 0,
+    total_listed    bigint NOT NULL DEFAULT 0,
+    total_changed   bigint NOT NULL DEFAULT 0,
+    total_missed    bigint NOT NULL DEFAULT 0
+);
+COMMENT ON TABLE webhook_ingest.reconcile_sweeps IS
+    'per reconciling source: the sweep under way (page_url: the page due next, at next_attempt_at), '
+    'the watermark ({since}), the last complete sweep and the counts (changed: listed newer than the watermark; '
+    'missed: of those, enqueued with no job active, i.e. no webhook announced them)';
+COMMENT ON COLUMN webhook_ingest.reconcile_sweeps.recent_pages IS
+    'hashes of the sweep''s last 16 page URLs: a next page among them is a cursor that repeats';
+
+/*
+ * Per object of a reconciling source: version, that of the copy last
+ * fetched (from the document, the webhook's payload, or the listing that
+ * enqueued the fetch); listed, the newest version a sweep enqueued a fetch
+ * for, until a fetch that started after it completes.  An object without
+ * a row (or a version) is current up to reconcile_settings.since.  Narrow:
+ * no foreign key (a check per insert); reconcile_settings_gone deletes
+ * a source's rows with its settings.
+ */
+CREATE TABLE webhook_ingest.reconcile_objects (
+    version         bigint,
+    listed          bigint,
+    source_id       integer NOT NULL,
+    external_id     text COLLATE "C" NOT NULL,
+    PRIMARY KEY (source_id, external_id)
+) WITH (fillfactor = 90);
+COMMENT ON TABLE webhook_ingest.reconcile_objects IS
+    'per object of a reconciling source: the version of the copy last fetched, and a listed version not yet fetched';
+
+CREATE FUNCTION webhook_ingest._reconcile_settings_gone()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    DELETE FROM webhook_ingest.reconcile_objects o WHERE o.source_id = OLD.source_id;
+    RETURN OLD;
+END
+$fn$;
+CREATE TRIGGER reconcile_settings_gone
+    AFTER DELETE ON webhook_ingest.reconcile_settings
+    FOR EACH ROW EXECUTE FUNCTION webhook_ingest._reconcile_settings_gone();
+
+-- Microseconds since 1970 of a time: a timestamp version.
+CREATE FUNCTION webhook_ingest._reconcile_usecs(t timestamptz)
+RETURNS bigint
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN (extract(epoch FROM t) * 1000000)::bigint;
+
+/*
+ * End the sweep under way: completed (the watermark moves to the newest
+ * version it listed, for timestamps no later than its start), failed (gave
+ * up a page after max_attempts) or reset (the settings changed); the next
+ * starts at next_at.
+ */
+CREATE FUNCTION webhook_ingest._reconcile_end_sweep(source_id integer, how text, next_at timestamptz)
+RETURNS void
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$
+UPDATE webhook_ingest.reconcile_sweeps sw
+   SET watermark = CASE WHEN how = 'completed'
+                        THEN greatest(sw.watermark,
+                                      CASE WHEN r.version_kind = 'timestamp'
+                                           THEN least(sw.sweep_max, webhook_ingest._reconcile_usecs(sw.started_at))
+                                           ELSE sw.sweep_max END)
+                        ELSE sw.watermark END,
+       last_started_at = CASE WHEN how = 'completed' THEN sw.started_at ELSE sw.last_started_at END,
+       last_completed_at = CASE WHEN how = 'completed' THEN now() ELSE sw.last_completed_at END,
+       last_pages = CASE WHEN how = 'completed' THEN sw.pages ELSE sw.last_pages END,
+       last_listed = CASE WHEN how = 'completed' THEN sw.listed ELSE sw.last_listed END,
+       last_changed = CASE WHEN how = 'completed' THEN sw.changed ELSE sw.last_changed END,
+       last_missed = CASE WHEN how = 'completed' THEN sw.missed ELSE sw.last_missed END,
+       sweeps = sw.sweeps + (how = 'completed')::integer,
+       sweeps_failed = sw.sweeps_failed + (how = 'failed')::integer,
+       page_url = NULL, started_at = NULL, pages = 0, recent_pages = '{}', sweep_max = NULL,
+       listed = 0, changed = 0, missed = 0, attempts = 0, leased_until = NULL, next_attempt_at = next_at
+  FROM webhook_ingest.reconcile_settings r
+ WHERE r.source_id = sw.source_id AND sw.source_id = _reconcile_end_sweep.source_id
+$$;
+
+/*
+ * Set (settings: a JSON object; a key given null goes back to its default)
+ * or drop a source's reconciliation.  A change of what the list is (its URLs,
+ * paths or version kind) starts the sweep under way over; one of since moves
+ * the watermark.  SECURITY DEFINER: the only writer of the tables above, for
+ * the admins who may call add_source and alter_source.
+ */
+CREATE FUNCTION webhook_ingest._set_reconcile(source text, settings jsonb, drop_it boolean DEFAULT false)
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    sid integer;
+    cur webhook_ingest.reconcile_settings;
+    had boolean;
+    merged jsonb;
+    r webhook_ingest.reconcile_settings;
+    bad text;
+    list_keys text[] := '{url,next_url,items,id,version,version_kind,cursor,has_more}';
+BEGIN
+    SELECT s.id INTO sid FROM webhook_ingest.sources s WHERE s.name = _set_reconcile.source;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'source "%" does not exist', webhook_ingest._clip(source) USING ERRCODE = 'undefined_object';
+    END IF;
+    IF drop_it THEN
+        DELETE FROM webhook_ingest.reconcile_settings x WHERE x.source_id = sid;
+        RETURN;
+    END IF;
+    IF jsonb_typeof(settings) IS DISTINCT FROM 'object' THEN
+        RAISE EXCEPTION 'reconcile must be a JSON object of settings'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = format('The settings are %s.', (SELECT string_agg(k.key, ', ') FROM webhook_ingest._reconcile_keys() k));
+    END IF;
+    SELECT e.key INTO bad FROM jsonb_each(settings) e
+     WHERE e.key NOT IN (SELECT k.key FROM webhook_ingest._reconcile_keys() k) LIMIT 1;
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'unknown reconcile setting "%"', webhook_ingest._clip(bad)
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = format('The settings are %s.', (SELECT string_agg(k.key, ', ') FROM webhook_ingest._reconcile_keys() k));
+    END IF;
+    PERFORM webhook_ingest._check_reconcile_setting(e.key, e.value)
+       FROM jsonb_each(settings) e WHERE jsonb_typeof(e.value) <> 'null' ORDER BY e.key;
+
+    SELECT * INTO cur FROM webhook_ingest.reconcile_settings x WHERE x.source_id = sid FOR UPDATE;
+    had := FOUND;
+    -- defaults, then what is set now (less what goes back to its default), then what is given
+    merged := (SELECT jsonb_object_agg(k.key, k.default_value) FROM webhook_ingest._reconcile_keys() k
+                WHERE k.default_value IS NOT NULL)
+              || (CASE WHEN had THEN jsonb_strip_nulls(to_jsonb(cur)) ELSE '{}' END
+                  - ARRAY(SELECT e.key FROM jsonb_each(settings) e WHERE jsonb_typeof(e.value) = 'null'))
+              || jsonb_strip_nulls(settings);
+    r := jsonb_populate_record(NULL::webhook_ingest.reconcile_settings, merged - 'since' - 'source_id');
+    r.source_id := sid;
+    r.since := CASE WHEN jsonb_typeof(settings -> 'since') IN ('string', 'number')
+                    THEN webhook_ingest._reconcile_version(settings -> 'since', r.version_kind)
+                    WHEN had AND NOT settings ? 'since' AND r.version_kind = cur.version_kind THEN cur.since
+                    WHEN r.version_kind = 'timestamp' THEN webhook_ingest._reconcile_usecs(now()) END;
+    IF r.url IS NULL THEN
+        RAISE EXCEPTION 'reconcile needs a url: the first page of a sweep' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF (r.next_url IS NULL) <> (r.cursor IS NULL) THEN
+        RAISE EXCEPTION 'reconcile settings "next_url" and "cursor" go together'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'Pages are found either by a cursor in the page, put into next_url, or by the response''s Link header (neither set).';
+    END IF;
+    IF jsonb_typeof(settings -> 'since') IN ('string', 'number') AND r.since IS NULL THEN
+        RAISE EXCEPTION 'reconcile setting "since" is not a version of kind %', r.version_kind
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('It is %s.', webhook_ingest._clip((settings -> 'since')::text)),
+                  HINT = 'A timestamp is an ISO 8601 time with a zone (or a date), or a number of seconds since 1970.';
+    END IF;
+    IF r.version_kind = 'integer' AND concat(r.url, r.next_url) LIKE '%{since\_epoch}%' THEN
+        RAISE EXCEPTION 'the placeholder {since_epoch} needs version_kind timestamp' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    INSERT INTO webhook_ingest.reconcile_settings AS x VALUES (r.*)
+    ON CONFLICT (source_id) DO UPDATE
+       SET url = EXCLUDED.url, next_url = EXCLUDED.next_url, items = EXCLUDED.items, id = EXCLUDED.id,
+           version = EXCLUDED.version, version_kind = EXCLUDED.version_kind,
+           fetched_version = EXCLUDED.fetched_version, cursor = EXCLUDED.cursor, has_more = EXCLUDED.has_more,
+           every = EXCLUDED.every, since = EXCLUDED.since, share = EXCLUDED.share,
+           pause_backlog = EXCLUDED.pause_backlog, max_page_size = EXCLUDED.max_page_size,
+           max_pages = EXCLUDED.max_pages;
+    IF NOT had THEN
+        INSERT INTO webhook_ingest.reconcile_sweeps (source_id, watermark) VALUES (sid, r.since);
+        RETURN;
+    END IF;
+    IF r.version_kind <> cur.version_kind THEN
+        DELETE FROM webhook_ingest.reconcile_objects o WHERE o.source_id = sid;     -- versions of another kind
+    END IF;
+    IF (SELECT array_agg(e.value ORDER BY e.key) FROM jsonb_each(to_jsonb(r)) e WHERE e.key = ANY (list_keys))
+       IS DISTINCT FROM
+       (SELECT array_agg(e.value ORDER BY e.key) FROM jsonb_each(to_jsonb(cur)) e WHERE e.key = ANY (list_keys)) THEN
+        PERFORM webhook_ingest._reconcile_end_sweep(sid, 'reset', now());
+    END IF;
+    IF r.since IS DISTINCT FROM cur.since THEN
+        UPDATE webhook_ingest.reconcile_sweeps sw SET watermark = r.since WHERE sw.source_id = sid;
+    END IF;
+END
+$fn$;
+
+/* ---- add_source and alter_source take reconcile ---- */
+
+DROP FUNCTION webhook_ingest.add_source(text, text, regprocedure, jsonb, integer, integer, regrole[],
+                                        text, text[], interval, jsonpath, jsonpath,
+                                        integer, real, integer, integer, interval, text, text, text, text);
+CREATE FUNCTION webhook_ingest.add_source(
+    name text,
+    url_template text,
+    handler regprocedure DEFAULT NULL,
+    headers jsonb DEFAULT '{}',
+    timeout_ms integer DEFAULT 10000,
+    max_attempts integer DEFAULT 10,
+    enqueue_roles regrole[] DEFAULT NULL,
+    signature_scheme text DEFAULT NULL,
+    signing_secrets text[] DEFAULT NULL,
+    signature_tolerance interval DEFAULT '5 minutes',
+    external_id_path jsonpath DEFAULT NULL,
+    event_id_path jsonpath DEFAULT NULL,
+    weight integer DEFAULT 1,
+    rate_limit real DEFAULT NULL,
+    rate_burst integer DEFAULT NULL,
+    max_in_flight integer DEFAULT NULL,
+    keep_payloads interval DEFAULT NULL,
+    tls_ca text DEFAULT NULL,
+    tls_client_cert text DEFAULT NULL,
+    tls_client_key text DEFAULT NULL,
+    proxy text DEFAULT NULL,
+    reconcile jsonb DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    PERFORM webhook_ingest._check_source(name, url_template, handler, headers, timeout_ms, max_attempts);
+    PERFORM webhook_ingest._check_intake(signature_scheme, signing_secrets, signature_tolerance,
+                                         external_id_path, event_id_path);
+    PERFORM webhook_ingest._check_keep_payloads(keep_payloads);
+    PERFORM webhook_ingest._check_tls_client(tls_client_cert, tls_client_key);
+    INSERT INTO webhook_ingest.sources AS s (name, url_template, handler, headers, timeout_ms, max_attempts,
+                                             enqueue_roles, signature_scheme, signing_secrets,
+                                             signature_tolerance, external_id_path, event_id_path,
+                                             weight, rate_limit, rate_burst, max_in_flight, keep_payloads,
+                                             tls_ca, proxy)
+    VALUES (add_source.name, add_source.url_template, add_source.handler,
+            coalesce(add_source.headers, '{}'), add_source.timeout_ms, add_source.max_attempts,
+            add_source.enqueue_roles, add_source.signature_scheme, add_source.signing_secrets,
+            coalesce(add_source.signature_tolerance, '5 minutes'), add_source.external_id_path,
+            add_source.event_id_path, coalesce(add_source.weight, 1), add_source.rate_limit,
+            add_source.rate_burst, add_source.max_in_flight, add_source.keep_payloads,
+            add_source.tls_ca, add_source.proxy)
+    ON CONFLICT ON CONSTRAINT sources_pkey DO NOTHING;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'source "%" already exists', webhook_ingest._clip(name)
+            USING ERRCODE = 'duplicate_object',
+                  HINT = 'Use webhook_ingest.alter_source() to change it.';
+    END IF;
+    IF tls_client_cert IS NOT NULL THEN
+        PERFORM webhook_ingest._set_tls_client(add_source.name, add_source.tls_client_cert, add_source.tls_client_key);
+    END IF;
+    IF add_source.reconcile IS NOT NULL THEN
+        PERFORM webhook_ingest._set_reconcile(add_source.name, add_source.reconcile);
+    END IF;
+END
+$fn$;
+COMMENT ON FUNCTION webhook_ingest.add_source(text, text, regprocedure, jsonb, integer, integer, regrole[],
+                                              text, text[], interval, jsonpath, jsonpath,
+                                              integer, real, integer, integer, interval, text, text, text, text,
+                                              jsonb) IS
+    'register an upstream API; for receive(): signature_scheme, signing_secrets and external_id_path; '
+    'for the scheduler: weight, rate_limit, rate_burst, max_in_flight; keep_payloads: how long done jobs keep theirs; '
+    'tls_ca, tls_client_cert and tls_client_key (PEM), proxy: how the upstream is reached; '
+    'reconcile: how its list endpoint is swept for changes no webhook announced (_reconcile_keys)';
+
+DROP FUNCTION webhook_ingest.alter_source(text, text, regprocedure, jsonb, integer, integer, boolean,
+                                          regrole[], boolean, text, text[], interval, jsonpath, jsonpath,
+                                          boolean, boolean, integer, real, integer, integer, boolean,
+                                          interval, boolean, text, boolean, text, text, boolean,
+                                          text, boolean);
+CREATE FUNCTION webhook_ingest.alter_source(
+    name text,
+    url_template text DEFAULT NULL,
+    handler regprocedure DEFAULT NULL,
+    headers jsonb DEFAULT NULL,
+    timeout_ms integer DEFAULT NULL,
+    max_attempts integer DEFAULT NULL,
+    drop_handler boolean DEFAULT false,
+    enqueue_roles regrole[] DEFAULT NULL,
+    reset_enqueue_roles boolean DEFAULT false,
+    signature_scheme text DEFAULT NULL,
+    signing_secrets text[] DEFAULT NULL,
+    signature_tolerance interval DEFAULT NULL,
+    external_id_path jsonpath DEFAULT NULL,
+    event_id_path jsonpath DEFAULT NULL,
+    drop_signature boolean DEFAULT false,
+    reset_event_id_path boolean DEFAULT false,
+    weight integer DEFAULT NULL,
+    rate_limit real DEFAULT NULL,
+    rate_burst integer DEFAULT NULL,
+    max_in_flight integer DEFAULT NULL,
+    reset_limits boolean DEFAULT false,
+    keep_payloads interval DEFAULT NULL,
+    reset_keep_payloads boolean DEFAULT false,
+    tls_ca text DEFAULT NULL,
+    reset_tls_ca boolean DEFAULT false,
+    tls_client_cert text DEFAULT NULL,
+    tls_client_key text DEFAULT NULL,
+    reset_tls_client boolean DEFAULT false,
+    proxy text DEFAULT NULL,
+    reset_proxy boolean DEFAULT false,
+    reconcile jsonb DEFAULT NULL,
+    drop_reconcile boolean DEFAULT false)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    cur webhook_ingest.sources;
+    conflict text;
+BEGIN
+    SELECT * INTO cur FROM webhook_ingest.sources s WHERE s.name = alter_source.name FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'source "%" does not exist', webhook_ingest._clip(name) USING ERRCODE = 'undefined_object';
+    END IF;
+    -- a setting both given and reset (or dropped) in one call: the first, in this order
+    SELECT c.message INTO conflict
+      FROM (VALUES (1, drop_handler AND alter_source.handler IS NOT NULL, 'cannot both set and drop the handler'),
+                   (2, reset_enqueue_roles AND alter_source.enqueue_roles IS NOT NULL,
+                    'cannot both set and reset enqueue_roles'),
+                   (3, drop_signature AND (alter_source.signature_scheme IS NOT NULL
+                                           OR alter_source.signing_secrets IS NOT NULL),
+                    'cannot both set and drop the signature settings'),
+                   (4, reset_event_id_path AND alter_source.event_id_path IS NOT NULL,
+                    'cannot both set and reset event_id_path'),
+                   (5, reset_limits AND (alter_source.rate_limit IS NOT NULL OR alter_source.rate_burst IS NOT NULL
+                                         OR alter_source.max_in_flight IS NOT NULL),
+                    'cannot both set and reset the limits'),
+                   (6, reset_keep_payloads AND alter_source.keep_payloads IS NOT NULL,
+                    'cannot both set and reset keep_payloads'),
+                   (7, reset_tls_ca AND alter_source.tls_ca IS NOT NULL, 'cannot both set and reset tls_ca'),
+                   (8, reset_tls_client AND (alter_source.tls_client_cert IS NOT NULL
+                                             OR alter_source.tls_client_key IS NOT NULL),
+                    'cannot both set and reset the client certificate'),
+                   (9, reset_proxy AND alter_source.proxy IS NOT NULL, 'cannot both set and reset proxy'),
+                   (10, drop_reconcile AND alter_source.reconcile IS NOT NULL, 'cannot both set and drop reconcile'))
+           AS c(n, given_twice, message)
+     WHERE c.given_twice ORDER BY c.n LIMIT 1;
+    IF conflict IS NOT NULL THEN
+        RAISE EXCEPTION '%', conflict USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM webhook_ingest._check_tls_client(alter_source.tls_client_cert, alter_source.tls_client_key);
+    cur.url_template := coalesce(alter_source.url_template, cur.url_template);
+    cur.handler := CASE WHEN drop_handler THEN NULL ELSE coalesce(alter_source.handler, cur.handler) END;
+    cur.headers := coalesce(alter_source.headers, cur.headers);
+    cur.timeout_ms := coalesce(alter_source.timeout_ms, cur.timeout_ms);
+    cur.max_attempts := coalesce(alter_source.max_attempts, cur.max_attempts);
+    cur.enqueue_roles := CASE WHEN reset_enqueue_roles THEN NULL
+                              ELSE coalesce(alter_source.enqueue_roles, cur.enqueue_roles) END;
+    cur.signature_scheme := CASE WHEN drop_signature THEN NULL
+                                 ELSE coalesce(alter_source.signature_scheme, cur.signature_scheme) END;
+    cur.signing_secrets := CASE WHEN drop_signature THEN NULL
+                                ELSE coalesce(alter_source.signing_secrets, cur.signing_secrets) END;
+    cur.signature_tolerance := coalesce(alter_source.signature_tolerance, cur.signature_tolerance);
+    cur.external_id_path := coalesce(alter_source.external_id_path, cur.external_id_path);
+    cur.event_id_path := CASE WHEN reset_event_id_path THEN NULL
+                              ELSE coalesce(alter_source.event_id_path, cur.event_id_path) END;
+    cur.weight := coalesce(alter_source.weight, cur.weight);
+    cur.rate_limit := CASE WHEN reset_limits THEN NULL ELSE coalesce(alter_source.rate_limit, cur.rate_limit) END;
+    -- A new rate_limit without a rate_burst gets the default burst of the new rate.
+    cur.rate_burst := CASE WHEN reset_limits THEN NULL
+                           WHEN alter_source.rate_limit IS NOT NULL THEN alter_source.rate_burst
+                           ELSE coalesce(alter_source.rate_burst, cur.rate_burst) END;
+    cur.max_in_flight := CASE WHEN reset_limits THEN NULL
+                              ELSE coalesce(alter_source.max_in_flight, cur.max_in_flight) END;
+    cur.keep_payloads := CASE WHEN reset_keep_payloads THEN NULL
+                              ELSE coalesce(alter_source.keep_payloads, cur.keep_payloads) END;
+    cur.tls_ca := CASE WHEN reset_tls_ca THEN NULL ELSE coalesce(alter_source.tls_ca, cur.tls_ca) END;
+    cur.proxy := CASE WHEN reset_proxy THEN NULL ELSE coalesce(alter_source.proxy, cur.proxy) END;
+    PERFORM webhook_ingest._check_source(cur.name, cur.url_template, cur.handler, cur.headers,
+                                         cur.timeout_ms, cur.max_attempts);
+    PERFORM webhook_ingest._check_intake(cur.signature_scheme, cur.signing_secrets, cur.signature_tolerance,
+                                         cur.external_id_path, cur.event_id_path);
+    IF alter_source.keep_payloads IS NOT NULL THEN
+        PERFORM webhook_ingest._check_keep_payloads(cur.keep_payloads);
+    END IF;
+    UPDATE webhook_ingest.sources s
+       SET url_template = cur.url_template, handler = cur.handler, headers = cur.headers,
+           timeout_ms = cur.timeout_ms, max_attempts = cur.max_attempts, enqueue_roles = cur.enqueue_roles,
+           signature_scheme = cur.signature_scheme, signing_secrets = cur.signing_secrets,
+           signature_tolerance = cur.signature_tolerance, external_id_path = cur.external_id_path,
+           event_id_path = cur.event_id_path, weight = cur.weight, rate_limit = cur.rate_limit,
+           rate_burst = cur.rate_burst, max_in_flight = cur.max_in_flight, keep_payloads = cur.keep_payloads,
+           tls_ca = cur.tls_ca, proxy = cur.proxy, updated_at = now()
+     WHERE s.name = cur.name;
+    IF reset_tls_client OR alter_source.tls_client_cert IS NOT NULL THEN
+        PERFORM webhook_ingest._set_tls_client(cur.name, alter_source.tls_client_cert, alter_source.tls_client_key);
+    END IF;
+    IF drop_reconcile OR alter_source.reconcile IS NOT NULL THEN
+        PERFORM webhook_ingest._set_reconcile(cur.name, alter_source.reconcile, drop_reconcile);
+    END IF;
+    -- Limits loosened or a throttle ended: the worker looks again now.
+    PERFORM webhook_ingest._wake_worker_at_commit();
+END
+$fn$;
+COMMENT ON FUNCTION webhook_ingest.alter_source(text, text, regprocedure, jsonb, integer, integer, boolean,
+                                                regrole[], boolean, text, text[], interval, jsonpath, jsonpath,
+                                                boolean, boolean, integer, real, integer, integer, boolean,
+                                                interval, boolean, text, boolean, text, text, boolean,
+                                                text, boolean, jsonb, boolean) IS
+    'change an upstream API; NULL arguments keep the current value (drop_signature: receive() refuses until set '
+    'again; reset_limits: no rate_limit, rate_burst, max_in_flight; reset_keep_payloads: payloads dropped when done; '
+    'reset_tls_ca: the system''s bundle; reset_tls_client: no client certificate; reset_proxy: webhook_ingest.proxy; '
+    'reconcile: the settings given change, a key given null goes back to its default; drop_reconcile: no sweeps); '
+    'ends a throttle of the source';
+
+
+/* ---- the C side (reconcile.c) ---- */
+
+-- The objects a page found newer, through enqueue's upsert: jobs no webhook announced (events 0).
+CREATE FUNCTION webhook_ingest._reconcile_enqueue(source text, external_ids text[],
+    OUT external_id text, OUT job_id bigint, OUT outcome text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'webhook_ingest_reconcile_enqueue'
+LANGUAGE C VOLATILE;
+-- A failed page into recent_failures (no job id).
+CREATE FUNCTION webhook_ingest._reconcile_failed(source text, page_url text, attempt integer, http_status integer,
+                                                 error text, dead boolean)
+RETURNS void
+AS 'MODULE_PATHNAME', 'webhook_ingest_reconcile_failed'
+LANGUAGE C VOLATILE;
+
+/* ---- which page is due: the fetcher's claim ---- */
+
+/*
+ * Has the source at least n due jobs (a backlog of webhooks, or of fetches a
+ * sweep already asked for)?  At most n entries of queue_due read.  PL/pgSQL:
+ * inlined, n would be an outer column in a LIMIT.
+ */
+CREATE FUNCTION webhook_ingest._reconcile_backlogged(source text, n integer)
+RETURNS boolean
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    RETURN (SELECT count(*) FROM (SELECT FROM webhook_ingest.queue q
+                                   WHERE q.source = _reconcile_backlogged.source AND q.state = 'pending'
+                                     AND q.next_attempt_at <= now()
+                                   LIMIT n) due) >= n;
+END
+$fn$;
+
+/*
+ * Claim the pages due now, at most max_pages, one per source (a sweep's
+ * pages follow each other: the next URL is in the page before), each leased
+ * like a job (webhook_ingest.lease_timeout, at least the source's timeout
+ * plus 10 s); a sweep that is due starts here, at its first page.  Due: not
+ * paused, the sweep's time (its schedule, or the page's back-off) has come,
+ * no lease held, and fewer than pause_backlog due jobs of the source.
+ * sources: the sources the fetcher has room for (its rate and in-flight
+ * budget, at the reconciliation share); NULL: any.
+ */
+CREATE FUNCTION webhook_ingest._reconcile_claim(sources text[] DEFAULT NULL, max_pages integer DEFAULT 16,
+    OUT source text, OUT url text, OUT page integer, OUT attempt integer, OUT lease_until timestamptz)
+RETURNS SETOF record
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$
+WITH due AS (
+    SELECT sw.source_id
+      FROM webhook_ingest.reconcile_sweeps sw
+      JOIN webhook_ingest.reconcile_settings r ON r.source_id = sw.source_id
+      JOIN webhook_ingest.sources s ON s.id = sw.source_id
+     WHERE NOT s.paused
+       AND (_reconcile_claim.sources IS NULL OR s.name = ANY (_reconcile_claim.sources))
+       AND sw.next_attempt_at <= now()
+       AND (sw.leased_until IS NULL OR sw.leased_until <= now())
+       AND NOT webhook_ingest._reconcile_backlogged(s.name, r.pause_backlog)
+     ORDER BY sw.next_attempt_at
+     LIMIT _reconcile_claim.max_pages
+       FOR NO KEY UPDATE OF sw SKIP LOCKED)
+UPDATE webhook_ingest.reconcile_sweeps sw
+   SET page_url = coalesce(sw.page_url, webhook_ingest._reconcile_url(r.url, NULL, sw.watermark, r.version_kind)),
+       started_at = coalesce(sw.started_at, now()),
+       leased_until = now() + greatest(current_setting('webhook_ingest.lease_timeout')::interval,
+                                       make_interval(secs => s.timeout_ms / 1000.0 + 10))
+  FROM due, webhook_ingest.reconcile_settings r, webhook_ingest.sources s
+ WHERE sw.source_id = due.source_id AND r.source_id = sw.source_id AND s.id = sw.source_id
+RETURNING s.name, sw.page_url, sw.pages + 1, sw.attempts + 1, sw.leased_until
+$$;
+COMMENT ON FUNCTION webhook_ingest._reconcile_claim(text[], integer) IS
+    'the fetcher''s claim of due list pages (one per source), leased; sources: those with budget now (NULL: any)';
+
+-- When the next page is due (or a lease ends): the fetcher's timer; NULL: no sweep.
+CREATE FUNCTION webhook_ingest._reconcile_wake_at()
+RETURNS timestamptz
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+RETURN (SELECT min(greatest(sw.next_attempt_at, sw.leased_until))
+          FROM webhook_ingest.reconcile_sweeps sw JOIN webhook_ingest.sources s ON s.id = sw.source_id
+         WHERE NOT s.paused);
+
+/* ---- a fetched page: the apply worker's call ---- */
+
+-- The usual back-off of a failed attempt (webhook_ingest.backoff_base doubling up to backoff_max, half to all of it).
+CREATE FUNCTION webhook_ingest._reconcile_backoff(attempt integer)
+RETURNS interval
+LANGUAGE sql VOLATILE
+RETURN least(current_setting('webhook_ingest.backoff_base')::interval * power(2, least(attempt - 1, 40)),
+             current_setting('webhook_ingest.backoff_max')::interval) * (0.5 + 0.5 * random());
+
+/*
+ * Record a failed page: retried after the back-off (or the Retry-After, if
+ * longer), and after the source's max_attempts the sweep gives up (the
+ * next one starts over at its schedule, from the same watermark: no page is
+ * skipped).  Into last_error and recent_failures.  'retry' or 'failed'.
+ */
+CREATE FUNCTION webhook_ingest._reconcile_fail(source text, source_id integer, reason text, status integer,
+                                               retry_after interval)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    sw webhook_ingest.reconcile_sweeps;
+    r webhook_ingest.reconcile_settings;
+    max_attempts integer;
+    wait interval;
+    msg text;
+BEGIN
+    SELECT * INTO sw FROM webhook_ingest.reconcile_sweeps x WHERE x.source_id = _reconcile_fail.source_id;
+    SELECT * INTO r FROM webhook_ingest.reconcile_settings x WHERE x.source_id = _reconcile_fail.source_id;
+    SELECT s.max_attempts INTO max_attempts FROM webhook_ingest.sources s WHERE s.id = _reconcile_fail.source_id;
+    wait := greatest(webhook_ingest._reconcile_backoff(sw.attempts + 1), retry_after);
+    msg := format('page %s: %s', sw.pages + 1, left(reason, 500));
+    PERFORM webhook_ingest._reconcile_failed(source, sw.page_url, sw.attempts + 1, status, msg,
+                                             sw.attempts + 1 >= max_attempts);
+    UPDATE webhook_ingest.reconcile_sweeps x
+       SET attempts = x.attempts + 1, last_error = msg, last_status = status, last_error_at = now(),
+           leased_until = NULL, next_attempt_at = now() + wait
+     WHERE x.source_id = _reconcile_fail.source_id;
+    IF sw.attempts + 1 < max_attempts THEN
+        RETURN 'retry';
+    END IF;
+    PERFORM webhook_ingest._reconcile_end_sweep(source_id, 'failed', greatest(sw.started_at + r.every, now() + wait));
+    RETURN 'failed';
+END
+$fn$;
+
+-- A page's body as JSON: at most max_page_size kB, UTF-8, JSON; else an ERROR that says which.
+CREATE FUNCTION webhook_ingest._reconcile_parse(body bytea, max_page_size integer)
+RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF octet_length(body) > max_page_size::bigint * 1024 THEN
+        RAISE EXCEPTION 'the page is % bytes, over max_page_size (% kB)', octet_length(body), max_page_size
+            USING ERRCODE = 'program_limit_exceeded';
+    END IF;
+    RETURN convert_from(coalesce(body, ''), 'UTF8')::jsonb;
+EXCEPTION WHEN program_limit_exceeded THEN
+    RAISE;
+WHEN OTHERS THEN
+    RAISE EXCEPTION 'the page is not JSON: %', left(SQLERRM, 200) USING ERRCODE = 'invalid_text_representation';
+END
+$fn$;
+
+/*
+ * The items of a page: each one's external id and version, in page order;
+ * an item without either refuses the page (ERROR).  A page whose list is
+ * missing (items ends in [*] and what is before it is not there) too.
+ */
+CREATE FUNCTION webhook_ingest._reconcile_items(page jsonb, r webhook_ingest.reconcile_settings,
+                                                OUT ids text[], OUT versions bigint[])
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    no_id bigint;
+    no_version bigint;
+    raw jsonb;
+BEGIN
+    SELECT array_agg(x.id ORDER BY x.ord), array_agg(x.v ORDER BY x.ord),
+           min(x.ord) FILTER (WHERE x.id IS NULL), min(x.ord) FILTER (WHERE x.v IS NULL)
+      INTO ids, versions, no_id, no_version
+      FROM (SELECT t.ord,
+                   CASE WHEN jsonb_typeof(i.id) IN ('string', 'number') THEN nullif(i.id #>> '{}', '') END AS id,
+                   webhook_ingest._reconcile_version(i.version, r.version_kind) AS v
+              FROM jsonb_path_query(page, r.items, silent => true) WITH ORDINALITY AS t(item, ord)
+             CROSS JOIN LATERAL (SELECT jsonb_path_query_first(t.item, r.id, silent => true) AS id,
+                                        jsonb_path_query_first(t.item, r.version, silent => true) AS version) i) x;
+    IF no_id IS NOT NULL THEN
+        RAISE EXCEPTION 'item % of the page has no id at %', no_id, r.id
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'An id is a JSON string (not empty) or number.';
+    END IF;
+    IF no_version IS NOT NULL THEN
+        raw := jsonb_path_query_first(jsonb_path_query_array(page, r.items, silent => true) -> (no_version::integer - 1),
+                                      r.version, silent => true);
+        RAISE EXCEPTION 'item % of the page (id "%") has no % version at %', no_version,
+                        webhook_ingest._clip(ids[no_version]), r.version_kind, r.version
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = CASE WHEN raw IS NULL THEN 'There is nothing there.'
+                                ELSE format('It is %s.', webhook_ingest._clip(raw::text)) END;
+    END IF;
+    IF ids IS NULL AND r.items::text LIKE '%[*]'
+       AND NOT jsonb_path_exists(page, left(r.items::text, -3)::jsonpath, silent => true) THEN
+        RAISE EXCEPTION 'the page has no list at %', r.items USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+END
+$fn$;
+
+/*
+ * The page's items newer than the copy last fetched, enqueued (as jobs no
+ * webhook announced, _reconcile_enqueue) and their listed version kept.
+ * Returns how many items, how many changed (newer than the watermark the
+ * sweep started from), how many missed (enqueued with no job active: no
+ * webhook had announced them) and the newest version listed.
+ */
+CREATE FUNCTION webhook_ingest._reconcile_list(source text, r webhook_ingest.reconcile_settings, watermark bigint,
+                                               page jsonb, OUT items integer, OUT changed integer,
+                                               OUT missed integer, OUT newest bigint)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    listed record;
+    newer text[];
+    newer_versions bigint[];
+BEGIN
+    listed := webhook_ingest._reconcile_items(page, r);
+    -- each object once, at the newest version the page lists
+    WITH page_items AS (SELECT p.id, max(p.v) AS v FROM unnest(listed.ids, listed.versions) AS p(id, v) GROUP BY p.id)
+    SELECT count(*) FILTER (WHERE p.v > coalesce(_reconcile_list.watermark, (-9223372036854775807 - 1)::bigint)),
+           max(p.v),
+           array_agg(p.id ORDER BY p.id) FILTER (WHERE p.v > coalesce(o.version, r.since, (-9223372036854775807 - 1)::bigint)),
+           array_agg(p.v ORDER BY p.id) FILTER (WHERE p.v > coalesce(o.version, r.since, (-9223372036854775807 - 1)::bigint))
+      INTO changed, newest, newer, newer_versions
+      FROM page_items p
+      LEFT JOIN webhook_ingest.reconcile_objects o ON o.source_id = r.source_id AND o.external_id = p.id;
+    items := coalesce(cardinality(listed.ids), 0);
+    missed := 0;
+    IF newer IS NULL THEN
+        RETURN;
+    END IF;
+    SELECT count(*) FILTER (WHERE e.outcome = 'queued') INTO missed
+      FROM webhook_ingest._reconcile_enqueue(source, newer) e;
+    INSERT INTO webhook_ingest.reconcile_objects AS o (source_id, external_id, listed)
+    SELECT r.source_id, n.id, n.v FROM unnest(newer, newer_versions) AS n(id, v)
+    ON CONFLICT (source_id, external_id) DO UPDATE SET listed = greatest(o.listed, EXCLUDED.listed);
+END
+$fn$;
+
+-- A Link header's rel="next" target, as written (RFC 8288: <target>; rel="next" or a rel list with next).
+CREATE FUNCTION webhook_ingest._reconcile_link_next(link text)
+RETURNS text
+LANGUAGE sql IMMUTABLE
+RETURN (SELECT m[1] FROM regexp_matches(coalesce(link, ''), '<([^>]*)>([^,<]*)', 'g') AS m
+         WHERE m[2] ~* '(^|;)\s*rel\s*=\s*("([^"]*\s)?next(\s[^"]*)?"|next)\s*(;|$)'
+         LIMIT 1);
+
+/*
+ * The page after this one, or NULL when this was the last: from the cursor
+ * (next_url) or the Link header, refused (ERROR) when it leaves the list's
+ * origin, is one this sweep fetched already (a cursor that repeats) or
+ * would pass max_pages.
+ */
+CREATE FUNCTION webhook_ingest._reconcile_next_page(r webhook_ingest.reconcile_settings,
+                                                    sw webhook_ingest.reconcile_sweeps, page jsonb, link text,
+                                                    items integer)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    more boolean := CASE WHEN r.has_more IS NOT NULL
+                         THEN jsonb_path_query_first(page, r.has_more, silent => true) = 'true'::jsonb END;
+    cursor_value jsonb;
+    target text;
+    next_page text;
+    origin text := lower(substring(sw.page_url FROM '^[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*'));
+BEGIN
+    IF more IS FALSE OR (more IS NULL AND items = 0) THEN
+        RETURN NULL;
+    END IF;
+    IF r.next_url IS NOT NULL THEN
+        cursor_value := jsonb_path_query_first(page, r.cursor, silent => true);
+        IF jsonb_typeof(cursor_value) NOT IN ('string', 'number') OR cursor_value IS NULL THEN
+            IF more THEN
+                RAISE EXCEPTION 'the page says more follow but has no cursor at %', r.cursor
+                    USING ERRCODE = 'invalid_parameter_value';
+            END IF;
+            RETURN NULL;
+        END IF;
+        next_page := webhook_ingest._reconcile_url(r.next_url, cursor_value #>> '{}', sw.watermark, r.version_kind);
+    ELSE
+        target := webhook_ingest._reconcile_link_next(link);
+        IF target IS NULL THEN
+            IF more THEN
+                RAISE EXCEPTION 'the page says more follow but its response has no Link rel="next"'
+                    USING ERRCODE = 'invalid_parameter_value';
+            END IF;
+            RETURN NULL;
+        END IF;
+        next_page := CASE WHEN target ~* '^https?://' THEN target
+                          WHEN target LIKE '/%' AND target NOT LIKE '//%' THEN substring(sw.page_url FROM '^[^:]*://[^/?#]*') || target
+                          WHEN target LIKE '?%' THEN split_part(sw.page_url, '?', 1) || target END;
+        IF next_page IS NULL OR next_page !~ '^[!-~]+$' THEN
+            RAISE EXCEPTION 'the Link rel="next" target "%" is not an http(s) URL, an absolute path or a query',
+                            webhook_ingest._clip(target)
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END IF;
+    IF lower(substring(next_page FROM '^[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*')) IS DISTINCT FROM origin THEN
+        RAISE EXCEPTION 'the next page "%" leaves the list''s origin %', webhook_ingest._clip(next_page), origin
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'Pages are fetched with the source''s headers: only from the origin of reconcile url.';
+    END IF;
+    IF next_page = sw.page_url OR hashtextextended(next_page, 0) = ANY (sw.recent_pages) THEN
+        RAISE EXCEPTION 'the cursor repeats: the next page is one this sweep fetched already'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('The next page is "%s".', webhook_ingest._clip(next_page));
+    END IF;
+    IF sw.pages + 1 >= r.max_pages THEN
+        RAISE EXCEPTION 'the sweep reached max_pages (%)', r.max_pages USING ERRCODE = 'program_limit_exceeded';
+    END IF;
+    RETURN next_page;
+END
+$fn$;
+
+/*
+ * A fetched list page, the apply worker's call, inside its transaction:
+ * source, the page's URL (as _reconcile_claim gave it), the HTTP status,
+ * the Link header (several joined with ", "; NULL: none), the body as
+ * received; error: why the transfer failed (no status, or cut off at the
+ * size limit); retry_after: the response's Retry-After.  Runs no user code.
+ * A good page enqueues what it lists newer than the copy last fetched and
+ * moves the cursor on (or ends the sweep); a bad one changes nothing but
+ * its attempt count, its back-off and last_error (all of its work is
+ * undone, so nothing is lost and it is retried, never skipped).  Returns
+ * next (another page is due), done (the sweep is complete), retry (the
+ * page failed: due again after the back-off), failed (it failed
+ * max_attempts times: the sweep gave up) or stale (not the page due: a
+ * result for an older lease, or reconciliation was dropped; ignored).
+ */
+CREATE FUNCTION webhook_ingest._reconcile_page(source text, url text, status integer, link text, body bytea,
+                                               error text DEFAULT NULL, retry_after interval DEFAULT NULL)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    r webhook_ingest.reconcile_settings;
+    sw webhook_ingest.reconcile_sweeps;
+    page jsonb;
+    got record;
+    next_page text;
+    msg text;
+    code text;
+BEGIN
+    SELECT x.* INTO sw FROM webhook_ingest.reconcile_sweeps x JOIN webhook_ingest.sources s ON s.id = x.source_id
+     WHERE s.name = _reconcile_page.source FOR NO KEY UPDATE OF x;
+    IF NOT FOUND OR sw.page_url IS DISTINCT FROM url THEN
+        RETURN 'stale';
+    END IF;
+    SELECT x.* INTO r FROM webhook_ingest.reconcile_settings x WHERE x.source_id = sw.source_id;
+    IF error IS NOT NULL OR status IS NULL OR status NOT BETWEEN 200 AND 299 THEN
+        RETURN webhook_ingest._reconcile_fail(source, sw.source_id,
+                                              coalesce(left(error, 500), format('HTTP status %s', status)),
+                                              status, retry_after);
+    END IF;
+    BEGIN
+        page := webhook_ingest._reconcile_parse(body, r.max_page_size);
+        got := webhook_ingest._reconcile_list(source, r, sw.watermark, page);
+        next_page := webhook_ingest._reconcile_next_page(r, sw, page, link, got.items);
+    EXCEPTION WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT, code = RETURNED_SQLSTATE;
+        RETURN webhook_ingest._reconcile_fail(source, sw.source_id, format('%s (SQLSTATE %s)', msg, code), status, NULL);
+    END;
+    UPDATE webhook_ingest.reconcile_sweeps x
+       SET page_url = next_page, pages = x.pages + 1,
+           recent_pages = (x.recent_pages || hashtextextended(x.page_url, 0))[greatest(1, cardinality(x.recent_pages) - 14):],
+           sweep_max = greatest(x.sweep_max, got.newest),
+           listed = x.listed + got.items, changed = x.changed + got.changed, missed = x.missed + got.missed,
+           total_listed = x.total_listed + got.items, total_changed = x.total_changed + got.changed,
+           total_missed = x.total_missed + got.missed,
+           attempts = 0, leased_until = NULL, next_attempt_at = now()
+     WHERE x.source_id = sw.source_id;
+    IF next_page IS NOT NULL THEN
+        RETURN 'next';
+    END IF;
+    PERFORM webhook_ingest._reconcile_end_sweep(sw.source_id, 'completed', greatest(sw.started_at + r.every, now()));
+    RETURN 'done';
+END
+$fn$;
+COMMENT ON FUNCTION webhook_ingest._reconcile_page(text, text, integer, text, bytea, text, interval) IS
+    'a fetched list page (the apply worker''s call): enqueues what it lists newer than the copy last fetched and '
+    'moves the sweep on; next, done, retry, failed or stale';
+
+/* ---- a completed job of a reconciling source: the version now fetched ---- */
+
+/*
+ * Called by the completion (mark_done) of a job of a reconciling source,
+ * before the job leaves the queue, in the job's subtransaction, with the
+ * fetched document (NULL: the object is gone).  The copy now fetched is at
+ * least: the document's version, the webhook payload's (fetched_version,
+ * or version), and, when no webhook came while it ran (refetch), the
+ * version a sweep listed before it started.  No ERROR for what the
+ * upstream sent: a value that is no version is no version.  PL/pgSQL, its
+ * plans kept by the session, and no SET clause (a GUC saved and restored at
+ * every call): it is called at every completion of a reconciling source,
+ * by the worker, whose search_path is its own.
+ */
+CREATE FUNCTION webhook_ingest._reconcile_fetched(job_id bigint, document jsonb)
+RETURNS void
+LANGUAGE plpgsql
+AS $fn$
+DECLARE
+    j record;
+BEGIN
+    SELECT r.source_id, q.external_id, q.refetch,
+           greatest(webhook_ingest._reconcile_version(
+                        jsonb_path_query_first(document, coalesce(r.fetched_version, r.version), silent => true),
+                        r.version_kind),
+                    webhook_ingest._reconcile_version(
+                        jsonb_path_query_first(q.payload, coalesce(r.fetched_version, r.version), silent => true),
+                        r.version_kind)) AS seen
+      INTO j
+      FROM webhook_ingest.queue q
+      JOIN webhook_ingest.sources s ON s.name = q.source
+      JOIN webhook_ingest.reconcile_settings r ON r.source_id = s.id
+     WHERE q.id = _reconcile_fetched.job_id;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    UPDATE webhook_ingest.reconcile_objects o
+       SET version = greatest(o.version, j.seen, CASE WHEN NOT j.refetch THEN o.listed END),
+           listed = CASE WHEN j.refetch THEN o.listed END
+     WHERE o.source_id = j.source_id AND o.external_id = j.external_id;
+    IF NOT FOUND AND j.seen IS NOT NULL THEN
+        INSERT INTO webhook_ingest.reconcile_objects AS o (source_id, external_id, version)
+        VALUES (j.source_id, j.external_id, j.seen)
+        ON CONFLICT (source_id, external_id) DO UPDATE SET version = greatest(o.version, EXCLUDED.version);
+    END IF;
+END
+$fn$;
+COMMENT ON FUNCTION webhook_ingest._reconcile_fetched(bigint, jsonb) IS
+    'a job of a reconciling source completed (mark_done): the version of the copy now fetched';
+
+/* ---- the figures ---- */
+
+CREATE FUNCTION webhook_ingest._reconcile_stats(
+    OUT source text, OUT state text, OUT sweep_started_at timestamptz, OUT page integer,
+    OUT next_page_at timestamptz, OUT attempts integer, OUT last_error text, OUT last_error_at timestamptz,
+    OUT last_sweep_at timestamptz, OUT last_sweep_took interval, OUT lag interval, OUT last_pages integer,
+    OUT last_listed integer, OUT last_changed integer, OUT last_missed integer, OUT last_missed_rate numeric,
+    OUT sweeps bigint, OUT sweeps_failed bigint, OUT listed bigint, OUT changed bigint, OUT missed bigint,
+    OUT missed_rate numeric, OUT reconciled_jobs bigint)
+RETURNS SETOF record
+LANGUAGE sql STABLE SECURITY DEFINER ROWS 10
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT s.name,
+       CASE WHEN s.paused THEN 'paused'
+            WHEN sw.leased_until > now() THEN 'fetching'
+            WHEN webhook_ingest._reconcile_backlogged(s.name, r.pause_backlog) THEN 'backlogged'
+            WHEN sw.attempts > 0 THEN 'retrying'
+            WHEN sw.page_url IS NOT NULL THEN 'sweeping'
+            ELSE 'idle' END,
+       sw.started_at,
+       CASE WHEN sw.page_url IS NOT NULL THEN sw.pages + 1 END,
+       sw.next_attempt_at,
+       sw.attempts,
+       sw.last_error,
+       sw.last_error_at,
+       sw.last_completed_at,
+       sw.last_completed_at - sw.last_started_at,
+       now() - sw.last_started_at,
+       sw.last_pages, sw.last_listed, sw.last_changed, sw.last_missed,
+       round(sw.last_missed::numeric / nullif(sw.last_changed, 0), 4),
+       sw.sweeps, sw.sweeps_failed, sw.total_listed, sw.total_changed, sw.total_missed,
+       round(sw.total_missed::numeric / nullif(sw.total_changed, 0), 4),
+       (SELECT count(*) FROM webhook_ingest.queue q
+         WHERE q.source = s.name AND q.state = ANY ('{pending,running}'::webhook_ingest.job_state[]) AND q.events = 0)
+  FROM webhook_ingest.reconcile_sweeps sw
+  JOIN webhook_ingest.reconcile_settings r ON r.source_id = sw.source_id
+  JOIN webhook_ingest.sources s ON s.id = sw.source_id
+$$;
+CREATE VIEW webhook_ingest.reconcile_stats AS SELECT * FROM webhook_ingest._reconcile_stats();
+COMMENT ON VIEW webhook_ingest.reconcile_stats IS
+    'per reconciling source: the sweep under way (state, page, next_page_at, attempts, last_error), the last '
+    'complete sweep (when, how long, lag: changes older than this were looked for; listed, changed, missed: changed '
+    'objects no webhook announced, and their rate), the totals, and reconciled_jobs: active jobs no webhook announced';
+
+/* ---- privileges and dumps ---- */
+
+REVOKE ALL ON webhook_ingest.reconcile_settings, webhook_ingest.reconcile_sweeps, webhook_ingest.reconcile_objects,
+              webhook_ingest.reconcile_stats FROM PUBLIC;
+REVOKE ALL ON FUNCTION
+    webhook_ingest._reconcile_keys(), webhook_ingest._reconcile_version(jsonb, text),
+    webhook_ingest._reconcile_url(text, text, bigint, text), webhook_ingest._check_reconcile_url(text, text, boolean),
+    webhook_ingest._check_reconcile_setting(text, jsonb), webhook_ingest._reconcile_settings_gone(),
+    webhook_ingest._reconcile_usecs(timestamptz), webhook_ingest._reconcile_end_sweep(integer, text, timestamptz),
+    webhook_ingest._set_reconcile(text, jsonb, boolean),
+    webhook_ingest.add_source(text, text, regprocedure, jsonb, integer, integer, regrole[],
+                              text, text[], interval, jsonpath, jsonpath,
+                              integer, real, integer, integer, interval, text, text, text, text, jsonb),
+    webhook_ingest.alter_source(text, text, regprocedure, jsonb, integer, integer, boolean,
+                                regrole[], boolean, text, text[], interval, jsonpath, jsonpath,
+                                boolean, boolean, integer, real, integer, integer, boolean,
+                                interval, boolean, text, boolean, text, text, boolean,
+                                text, boolean, jsonb, boolean),
+    webhook_ingest._reconcile_backlogged(text, integer), webhook_ingest._reconcile_claim(text[], integer),
+    webhook_ingest._reconcile_wake_at(), webhook_ingest._reconcile_backoff(integer),
+    webhook_ingest._reconcile_failed(text, text, integer, integer, text, boolean),
+    webhook_ingest._reconcile_enqueue(text, text[]),
+    webhook_ingest._reconcile_fail(text, integer, text, integer, interval), webhook_ingest._reconcile_parse(bytea, integer),
+    webhook_ingest._reconcile_items(jsonb, webhook_ingest.reconcile_settings),
+    webhook_ingest._reconcile_list(text, webhook_ingest.reconcile_settings, bigint, jsonb),
+    webhook_ingest._reconcile_link_next(text),
+    webhook_ingest._reconcile_next_page(webhook_ingest.reconcile_settings, webhook_ingest.reconcile_sweeps, jsonb,
+                                        text, integer),
+    webhook_ingest._reconcile_page(text, text, integer, text, bytea, text, interval),
+    webhook_ingest._reconcile_fetched(bigint, jsonb), webhook_ingest._reconcile_stats()
+    FROM PUBLIC;
+GRANT SELECT ON webhook_ingest.reconcile_settings, webhook_ingest.reconcile_sweeps, webhook_ingest.reconcile_objects,
+                webhook_ingest.reconcile_stats TO webhook_ingest_admin;
+GRANT SELECT ON webhook_ingest.reconcile_stats TO webhook_ingest_monitor;
+GRANT EXECUTE ON FUNCTION
+    webhook_ingest._reconcile_keys(), webhook_ingest._reconcile_version(jsonb, text),
+    webhook_ingest._reconcile_url(text, text, bigint, text), webhook_ingest._check_reconcile_url(text, text, boolean),
+    webhook_ingest._check_reconcile_setting(text, jsonb), webhook_ingest._set_reconcile(text, jsonb, boolean),
+    webhook_ingest.add_source(text, text, regprocedure, jsonb, integer, integer, regrole[],
+                              text, text[], interval, jsonpath, jsonpath,
+                              integer, real, integer, integer, interval, text, text, text, text, jsonb),
+    webhook_ingest.alter_source(text, text, regprocedure, jsonb, integer, integer, boolean,
+                                regrole[], boolean, text, text[], interval, jsonpath, jsonpath,
+                                boolean, boolean, integer, real, integer, integer, boolean,
+                                interval, boolean, text, boolean, text, text, boolean,
+                                text, boolean, jsonb, boolean),
+    webhook_ingest._reconcile_stats()
+    TO webhook_ingest_admin;
+GRANT EXECUTE ON FUNCTION webhook_ingest._reconcile_stats() TO webhook_ingest_monitor;
+-- pg_dump keeps the settings, the sweeps (a cursor survives a dump and restore) and the versions fetched.
+SELECT pg_catalog.pg_extension_config_dump('webhook_ingest.reconcile_settings', '');
+SELECT pg_catalog.pg_extension_config_dump('webhook_ingest.reconcile_sweeps', '');
+SELECT pg_catalog.pg_extension_config_dump('webhook_ingest.reconcile_objects', '');

@@ -23,7 +23,9 @@
  *		access.c): the payload's size, the lock on the queue, the source's
  *		existence and its enqueue_roles.  Only then does it act as the
  *		function's owner.  receive() (receive.c) takes the same steps
- *		(enqueue.h).
+ *		(enqueue.h), and so does reconciliation (reconcile.c) for an object
+ *		a sweep found changed: the same upsert with no event id, counting
+ *		no webhook (events 0 for a new job, unchanged for an active one).
  *
  * IDENTIFICATION
  *		src/enqueue.c
@@ -72,7 +74,8 @@ static const char *const outcome_names[] = {"queued", "coalesced", "requeued", "
  * SET clause: it would cost every call a GUC save and restore).  They take
  * the source as given: wi_enqueue_admit found it, as of now, under the lock
  * on the queue that drop_source() waits for.  ($1 source, $2 external_id,
- * $3 payload, $4 event_id, $5 the source's number.)
+ * $3 payload, $4 event_id, $5 the source's number, $6 the webhooks the call
+ * brings: 1, or 0 for reconciliation.)
  *
  * Two sets: 0.6.0's tables, and 0.5.0's for the time between installing
  * this library and ALTER EXTENSION UPDATE (the lock finds which is there).
@@ -108,12 +111,12 @@ static const char *const remember_event_sql[] = {
 
 /* Returns the job's id and the outcome, 0 to 2 as in EnqueueOutcome. */
 #define UPSERT_JOB_SQL(table) \
-"INSERT INTO webhook_ingest." table " AS j (source, external_id, payload) VALUES ($1, $2, $3) " \
+"INSERT INTO webhook_ingest." table " AS j (source, external_id, payload, events) VALUES ($1, $2, $3, $6) " \
 "ON CONFLICT (source, external_id) " \
 "WHERE state OPERATOR(pg_catalog.=) ANY ('{pending,running}'::webhook_ingest.job_state[]) " \
 "DO UPDATE SET payload = COALESCE(EXCLUDED.payload, j.payload), " \
 "              refetch = j.refetch OR j.state OPERATOR(pg_catalog.=) 'running', " \
-"              events = j.events OPERATOR(pg_catalog.+) 1, " \
+"              events = j.events OPERATOR(pg_catalog.+) $6, " \
 "              updated_at = pg_catalog.now() " \
 "RETURNING j.id, " \
 "          CASE WHEN j.xmax OPERATOR(pg_catalog.=) 0 THEN 0 " \
@@ -143,7 +146,7 @@ static uint64
 run(SPIPlanPtr *plan, const char *sql, int nargs, Datum *args, const char *nulls, int ncols, Datum *values,
 	bool *isnull)
 {
-	static Oid	argtypes[5] = {TEXTOID, TEXTOID, JSONBOID, TEXTOID, INT4OID};
+	static Oid	argtypes[6] = {TEXTOID, TEXTOID, JSONBOID, TEXTOID, INT4OID, INT4OID};
 
 	wi_prepare_once(plan, sql, nargs, argtypes, false);
 	/* Not read-only: each statement sees what committed before it began. */
@@ -157,14 +160,14 @@ run(SPIPlanPtr *plan, const char *sql, int nargs, Datum *args, const char *nulls
 /*
  * Remember the event id, if there is one, then upsert the job; a duplicate
  * only reads the object's active job.  Two statements at most, whatever
- * the outcome.
+ * the outcome.  events: the webhooks this call counts (1, or 0).
  */
 static EnqueueOutcome
 enqueue_statements(text *source, text *external_id, Datum payload, bool payload_null, text *event_id,
-				   int64 *job_id, bool *job_id_null)
+				   int32 events, int64 *job_id, bool *job_id_null)
 {
-	Datum		args[5];
-	char		nulls[5] = {' ', ' ', payload_null ? 'n' : ' ', ' ', ' '};
+	Datum		args[6];
+	char		nulls[6] = {' ', ' ', payload_null ? 'n' : ' ', ' ', ' ', ' '};
 	Datum		values[2];
 	bool		isnull[2];
 	EnqueueOutcome outcome = OUTCOME_DUPLICATE;
@@ -174,6 +177,7 @@ enqueue_statements(text *source, text *external_id, Datum payload, bool payload_
 	args[2] = payload;
 	args[3] = PointerGetDatum(event_id);
 	args[4] = Int32GetDatum(admitted_source_id);
+	args[5] = Int32GetDatum(events);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	if (event_id != NULL &&
@@ -182,7 +186,7 @@ enqueue_statements(text *source, text *external_id, Datum payload, bool payload_
 		*job_id_null = run(&active_job_plan[schema], active_job_sql[schema], 2, args, nulls, 1, values, isnull) == 0;
 	else
 	{
-		if (run(&upsert_job_plan[schema], upsert_job_sql[schema], 3, args, nulls, 2, values, isnull) != 1)
+		if (run(&upsert_job_plan[schema], upsert_job_sql[schema], 6, args, nulls, 2, values, isnull) != 1)
 			elog(ERROR, "could not upsert job");
 		outcome = (EnqueueOutcome) DatumGetInt32(values[1]);
 	}
@@ -323,12 +327,33 @@ wi_enqueue_write(FunctionCallInfo fcinfo, text *source, text *external_id, Datum
 	}
 
 	wi_become_owner(fcinfo, &caller);
-	outcome = enqueue_statements(source, external_id, payload, payload_null, event_id, &job_id, &job_id_null);
+	outcome = enqueue_statements(source, external_id, payload, payload_null, event_id, 1, &job_id, &job_id_null);
 	wi_restore_user(&caller);
 
 	if (outcome != OUTCOME_DUPLICATE)
 		wi_wake_worker_at_commit();
 	return make_result(job_id, job_id_null, outcome);
+}
+
+/*
+ * For reconciliation, after wi_enqueue_admit: the upsert of an object a
+ * sweep found changed, as the function's owner, with no payload, no event
+ * id and no webhook counted.  Sets the job's id; returns the outcome's
+ * name ("queued": no job was active, so no webhook had announced it).
+ */
+const char *
+wi_enqueue_unannounced(FunctionCallInfo fcinfo, text *source, text *external_id, int64 *job_id)
+{
+	bool		job_id_null = false;
+	EnqueueOutcome outcome;
+	WiSavedUser caller;
+
+	wi_check_external_id(VARDATA_ANY(external_id), VARSIZE_ANY_EXHDR(external_id));
+	wi_become_owner(fcinfo, &caller);
+	outcome = enqueue_statements(source, external_id, (Datum) 0, true, NULL, 0, job_id, &job_id_null);
+	wi_restore_user(&caller);
+	wi_wake_worker_at_commit();
+	return outcome_names[outcome];
 }
 
 Datum
@@ -341,13 +366,9 @@ webhook_ingest_enqueue(PG_FUNCTION_ARGS)
 	bool		payload_null = PG_ARGISNULL(2);
 
 	/* Check everything before touching anything. */
-	PreventCommandIfReadOnly("webhook_ingest.enqueue()");
-	PreventCommandIfParallelMode("webhook_ingest.enqueue()");
-	wi_check_not_null(PG_ARGISNULL(0), "source");
+	source = wi_intake_source(fcinfo, "webhook_ingest.enqueue()");
 	wi_check_not_null(PG_ARGISNULL(1), "external_id");
-	source = PG_GETARG_TEXT_PP(0);
 	external_id = PG_GETARG_TEXT_PP(1);
-	wi_check_source_name(source);
 	wi_check_external_id(VARDATA_ANY(external_id), VARSIZE_ANY_EXHDR(external_id));
 	if (!PG_ARGISNULL(3))
 	{
@@ -362,6 +383,24 @@ webhook_ingest_enqueue(PG_FUNCTION_ARGS)
 
 	wi_enqueue_admit(source);
 	return wi_enqueue_write(fcinfo, source, external_id, payload, payload_null, event_id);
+}
+
+/*
+ * The first checks of a function that writes jobs (enqueue, reconciliation):
+ * not read-only, not in parallel mode, its source (argument 0) given and
+ * named.  Returns the source.
+ */
+text *
+wi_intake_source(FunctionCallInfo fcinfo, const char *function)
+{
+	text	   *source;
+
+	PreventCommandIfReadOnly(function);
+	PreventCommandIfParallelMode(function);
+	wi_check_not_null(PG_ARGISNULL(0), "source");
+	source = PG_GETARG_TEXT_PP(0);
+	wi_check_source_name(source);
+	return source;
 }
 
 /* A source name as an intake function's argument: not empty. */

@@ -465,6 +465,7 @@ webhook_ingest_recent_failures(PG_FUNCTION_ARGS)
 			continue;
 		values[0] = TimestampTzGetDatum(f->at);
 		values[1] = Int64GetDatum(f->job_id);
+		nulls[1] = f->job_id == 0;	/* a reconciliation page, no job (reconcile.c) */
 		values[2] = CStringGetTextDatum(f->source);
 		values[3] = CStringGetTextDatum(f->external_id);
 		values[4] = Int32GetDatum(f->attempt);

@@ -144,18 +144,15 @@ check_source_name(const char *name)
 }
 
 /*
- * http:// or https://, a host, then somewhere after the host the placeholder
- * {external_id}, and none in the fragment (after '#': never sent, so every
- * object would be fetched from one URL); no white space or control
- * characters anywhere.
+ * An http:// or https:// URL with a host and no white space or control
+ * characters anywhere; what names it in the messages.  Returns where its
+ * host ends (the first '/', '?' or '#' after it, or the end).
  */
-static void
-check_url_template(const char *url)
+const char *
+wi_check_http_url(const char *url, const char *what)
 {
 	const char *authority;
 	size_t		authority_len;
-	const char *placeholder;
-	const char *fragment;
 
 	if (pg_strncasecmp(url, "http://", 7) == 0)
 		authority = url + 7;
@@ -164,21 +161,35 @@ check_url_template(const char *url)
 	else
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("url_template must be an http or https URL"),
-				 errdetail("url_template is \"%s\".", clip_cstring(url))));
+				 errmsg("%s must be an http or https URL", what),
+				 errdetail("%s is \"%s\".", what, clip_cstring(url))));
 
 	for (const char *p = url; *p; p++)
 		if ((unsigned char) *p <= 0x20 || *p == 0x7f)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("url_template must not contain white space or control characters")));
+					 errmsg("%s must not contain white space or control characters", what)));
 
 	authority_len = strcspn(authority, "/?#");
 	if (authority_len == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("url_template has no host"),
-				 errdetail("url_template is \"%s\".", clip_cstring(url))));
+				 errmsg("%s has no host", what),
+				 errdetail("%s is \"%s\".", what, clip_cstring(url))));
+	return authority + authority_len;
+}
+
+/*
+ * An http(s) URL (wi_check_http_url), then somewhere after the host the
+ * placeholder {external_id}, and none in the fragment (after '#': never
+ * sent, so every object would be fetched from one URL).
+ */
+static void
+check_url_template(const char *url)
+{
+	const char *host_end = wi_check_http_url(url, "url_template");
+	const char *placeholder;
+	const char *fragment;
 
 	placeholder = strstr(url, WI_PLACEHOLDER);
 	if (placeholder == NULL)
@@ -186,11 +197,11 @@ check_url_template(const char *url)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("url_template must contain the placeholder {external_id}"),
 				 errdetail("url_template is \"%s\".", clip_cstring(url))));
-	if (placeholder < authority + authority_len)
+	if (placeholder < host_end)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("the placeholder {external_id} must come after the host in url_template")));
-	fragment = strchr(authority + authority_len, '#');
+	fragment = strchr(host_end, '#');
 	if (fragment != NULL && strstr(fragment, WI_PLACEHOLDER) != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

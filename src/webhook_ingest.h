@@ -166,6 +166,7 @@ extern char *wi_clip_to(const char *s, int len, int max);
 extern char *wi_clip_text(text *t);
 extern void wi_check_id(const char *what, const char *value, int len);
 extern void wi_check_external_id(const char *value, int len);
+extern const char *wi_check_http_url(const char *url, const char *what);
 
 /* spi_plans.c */
 struct _SPI_plan;

@@ -39,6 +39,29 @@ connections.  Standard library only.  Counts are shared by all listeners.
                    were in progress at once so far
   /stats           counts of requests per route, and per listener ("listener HOST:PORT"), as JSON
 
+Paginated lists over objects that change, for reconciliation (worlds, one per ?key=K):
+  /reconcile/reset?style=S&objects=N   a new world of N objects in the shape of S (github, shopify or
+                   stripe); object i was last changed at version i; versions are seconds after
+                   2024-01-01T00:00:00Z (RECONCILE_EPOCH)
+  /reconcile/change?n=M[&ids=I,J]      M changes (object (7 k mod N) + 1 for the world's k-th change,
+                   or the ids given), each at the next version; every 10th change of a world sends no
+                   webhook; returns {"changes": [{"id", "version", "webhook", "payload"}]}: id the
+                   external id, payload what the sender's webhook carries
+  /reconcile/bad?kind=K&page=P[&times=T]  page P of the world's list answers badly T times (1; -1: always):
+                   notjson (200, HTML), noid (an item without its id), repeat (the next page is this
+                   one again), huge (a valid 10 MB page), 500
+  /reconcile/state                     every object's current version, {"<id>": version}
+  /reconcile/documents?ids=A,B         those objects as their fetches return them, {"<id>": document}
+  /github/repos/O/R/issues?since=ISO&per_page=P&page=N   issues updated at or after since, oldest
+                   first, a JSON array, Link: <...>; rel="next" (and "last", "prev", "first")
+  /github/repos/O/R/issues/<number>    one issue
+  /shopify/admin/api/V/products.json?updated_at_min=ISO&limit=L   {"products": [...]} by id, then
+                   ?page_info=T&limit=L from Link: <...>; rel="next" (rel="previous" too)
+  /shopify/admin/api/V/products/<id>.json   {"product": {...}}
+  /stripe/v1/events?created[gte]=T&limit=L&starting_after=evt   {"object": "list", "data": [events,
+                   newest first], "has_more"}: one customer.updated event per change
+  /stripe/v1/customers/<id>            one customer
+
 Any route takes ?delay_ms=N to answer after N ms.  The stateful routes (quota, ghlimit,
 ietflimit, concurrent) keep their state per ?key=K (default ""), so a test can start afresh
 under a new key; /quota takes ?retry_after=R (2) and ?window=W (R), the limit routes ?budget=B
@@ -55,6 +78,8 @@ import time
 from collections import Counter
 from email.utils import formatdate
 from urllib.parse import urlsplit, parse_qs, unquote
+
+import upstream_lists
 
 counts = Counter()
 seen = Counter()
@@ -156,6 +181,9 @@ async def route(path, query, headers, listener):
         await asyncio.sleep(delay / 1000)
     if decided is not None:
         return decided
+    listed = upstream_lists.route(kind, parts, query, headers)
+    if listed is not None:
+        return respond(*listed)
     if kind == "stamp":
         return respond(200, json.dumps({"id": oid, "at": arrived}))
     if kind == "stats":

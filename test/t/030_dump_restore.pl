@@ -1,7 +1,7 @@
 # Backup and restore: pg_dump | psql into a new database of the same cluster,
 # and pg_dump -Fc | pg_restore into another.  Sources (with their headers,
 # handler, enqueue_roles, TLS settings and client key, proxy), the jobs that are not done, the job id sequence,
-# the event ids and the documents travel; a job that was running comes back
+# the event ids, the documents and reconciliation (settings, a sweep's cursor, the versions fetched) travel; a job that was running comes back
 # pending; a redelivered event id is still a duplicate; new job ids follow
 # the restored ones; and the restored database's worker drains its queue
 # from the loopback upstream (test/upstream.py on 127.0.0.1:18080, started by
@@ -118,6 +118,18 @@ $node->safe_psql('src', qq{
 	                                 tls_ca => '$tls{ca}', tls_client_cert => '$tls{cert}',
 	                                 tls_client_key => '$tls{key}', proxy => 'http://127.0.0.1:18480')});
 
+# A reconciling source (issue 30) in the middle of a sweep, with a version fetched and one listed.
+$node->safe_psql('src', q{
+	SELECT webhook_ingest.add_source('swept', 'http://127.0.0.1:18080/github/repos/o/r/issues/{external_id}',
+	       reconcile => '{"url": "http://127.0.0.1:18080/github/repos/o/r/issues?since={since}",
+	                      "id": "$.number", "every": "2 hours", "since": "2024-01-01T00:00:00Z"}');
+	UPDATE webhook_ingest.reconcile_sweeps
+	   SET page_url = 'http://127.0.0.1:18080/github/repos/o/r/issues?page=3', pages = 2, started_at = now(),
+	       total_missed = 4;
+	INSERT INTO webhook_ingest.reconcile_objects (source_id, external_id, version, listed)
+	SELECT s.id, '7', 1704067200000000, 1704067300000000 FROM webhook_ingest.sources s WHERE s.name = 'swept';
+});
+
 my $state_counts = q{SELECT string_agg(state || '=' || n, ',' ORDER BY state) FROM
 	(SELECT state::text, count(*) n FROM webhook_ingest.jobs GROUP BY state) s};
 is($node->safe_psql('src', $state_counts), 'cancelled=1,dead=1,done=1,pending=8,running=1',
@@ -139,6 +151,11 @@ my %query = (
 	           FROM webhook_ingest.sources s LEFT JOIN webhook_ingest.source_tls_keys k ON k.source = s.name
 	          ORDER BY 1},
 	documents => q{SELECT source, external_id, details::text, fetched_at FROM webhook_ingest.documents ORDER BY 1, 2},
+	reconcile => q{SELECT s.name, to_jsonb(r) - 'source_id', w.page_url, w.pages, w.started_at, w.watermark,
+	                      w.total_missed, o.external_id, o.version, o.listed
+	                 FROM webhook_ingest.reconcile_settings r JOIN webhook_ingest.sources s ON s.id = r.source_id
+	                 JOIN webhook_ingest.reconcile_sweeps w ON w.source_id = r.source_id
+	                 LEFT JOIN webhook_ingest.reconcile_objects o ON o.source_id = r.source_id ORDER BY 1},
 	running_job => q{SELECT id, source, external_id, payload::text, events, created_at
 	                   FROM webhook_ingest.jobs WHERE external_id = 'run-1'},
 );
@@ -153,7 +170,7 @@ sub check_restored
 {
 	my ($db, $how) = @_;
 
-	for my $what (qw(sources tls jobs events documents))
+	for my $what (qw(sources tls jobs events documents reconcile))
 	{
 		is(query($db, $query{$what}), $expected{$what}, "$how: $what equal to the source database's");
 	}
@@ -254,7 +271,8 @@ ok(!$ok, 'pg_restore as a non-superuser reports errors');
 like($stderr, qr/permission denied for table sources/, 'the COPY of sources is refused');
 like($stderr, qr/permission denied for table jobs/, 'the COPY of jobs is refused');
 is(query('user_copy', q{SELECT (SELECT count(*) FROM webhook_ingest.sources) + (SELECT count(*) FROM webhook_ingest.jobs)
-                         + (SELECT count(*) FROM webhook_ingest.events)}),
+                         + (SELECT count(*) FROM webhook_ingest.events)
+                         + (SELECT count(*) FROM webhook_ingest.reconcile_settings)}),
 	'0', 'and none of the extension\'s rows is restored');
 is(query('user_copy', q{SELECT count(*) FROM pg_proc WHERE oid = 'public.record(text,jsonb,jsonb)'::regprocedure}), '1',
 	'the rest of the database is (the handler function)');
