@@ -139,10 +139,16 @@ lock_batch(Batch *b)
 		ids[n++] = b->jobs[i].job_id;
 	}
 	args[0] = wi_id_array(ids, n);
-	if (wi_run_replanned(&lock_plan,
-						 "SELECT j.id, j.state::text = 'running', j.attempts, j.worker_pid FROM webhook_ingest.queue j"
-						 " WHERE j.id = ANY ($1) FOR NO KEY UPDATE SKIP LOCKED",
-						 1, types, args, NULL) != SPI_OK_SELECT)
+	/*
+	 * A generic plan (an index scan of the queue's primary key): planned with
+	 * the array's values and statistics that lag a burst of enqueues, it
+	 * could scan the whole queue, every row another apply worker holds
+	 * costing a MultiXact lookup.
+	 */
+	if (wi_run_cached(&lock_plan,
+					  "SELECT j.id, j.state::text = 'running', j.attempts, j.worker_pid FROM webhook_ingest.queue j"
+					  " WHERE j.id = ANY ($1) FOR NO KEY UPDATE SKIP LOCKED",
+					  1, types, args, NULL, false) != SPI_OK_SELECT)
 		elog(ERROR, "could not lock the batch's jobs");
 	judge_rows(b, WI_OUTCOME_NONE, WI_OUTCOME_DISCARDED);
 	if (SPI_processed == (uint64) n)
@@ -160,10 +166,10 @@ lock_batch(Batch *b)
 			b->jobs[i].outcome = WI_OUTCOME_DISCARDED;	/* unless found below */
 		}
 	args[0] = wi_id_array(ids, n);
-	if (wi_run_replanned(&probe_plan,
-						 "SELECT j.id, j.state::text = 'running', j.attempts, j.worker_pid FROM webhook_ingest.queue j"
-						 " WHERE j.id = ANY ($1)",
-						 1, types, args, NULL) != SPI_OK_SELECT)
+	if (wi_run_cached(&probe_plan,
+					  "SELECT j.id, j.state::text = 'running', j.attempts, j.worker_pid FROM webhook_ingest.queue j"
+					  " WHERE j.id = ANY ($1)",
+					  1, types, args, NULL, true) != SPI_OK_SELECT)
 		elog(ERROR, "could not look up the batch's jobs");
 	/* (the rows looked up are those of jobs not locked above: the others keep their verdict) */
 	judge_rows(b, WI_OUTCOME_LOCKED, WI_OUTCOME_DISCARDED);
