@@ -420,6 +420,7 @@ handle(ApplyJob *t, bool gone)
 {
 	Datum		args[3];
 	bool		nulls[3] = {false, gone, false};
+	TimestampTz started;
 
 	args[1] = (Datum) 0;
 	if (!gone)
@@ -434,12 +435,14 @@ handle(ApplyJob *t, bool gone)
 	}
 	args[0] = CStringGetTextDatum(t->external_id);
 	if (OidIsValid(t->handler))
-	{
 		args[2] = load_payload(t, &nulls[2]);
+	/* The handler's own time (charged to its source: sched_apply.c), not the bookkeeping around it. */
+	started = GetCurrentTimestamp();
+	if (OidIsValid(t->handler))
 		wi_call_handler(t->handler, args, nulls);
-	}
 	else
 		store_document(t, args[0], args[1], gone);
+	t->handler_us = GetCurrentTimestamp() - started;
 	mark_done(t);
 	notify_done(t);
 }
@@ -520,6 +523,7 @@ complete_one(ApplyJob *t, WiCounters *counters)
 		CurrentResourceOwner = owner;
 		counters->handler_errors++;
 		t->handler_error = true;
+		t->handler_us = (int64) (handler_ms * 1000.0);	/* until it failed, the bookkeeping with it */
 		initStringInfo(&why);
 		appendStringInfoString(&why, handler_failure(t, e, verdict == WI_APPLY_GONE, handler_ms));
 		record_failure(t, handler_error_verdict(t, e), why.data, elapsed_ms);
@@ -528,7 +532,6 @@ complete_one(ApplyJob *t, WiCounters *counters)
 	}
 	PG_END_TRY();
 	wi_applier_guard_handling(0);
-	t->handler_us = GetCurrentTimestamp() - started;
 	counters->handler_us += t->handler_us;
 	wi_handler_end_job();
 }

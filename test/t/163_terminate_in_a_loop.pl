@@ -22,6 +22,10 @@ shared_preload_libraries = 'webhook_ingest'
 webhook_ingest.poll_interval = 50ms
 webhook_ingest.backoff_base = 50ms
 webhook_ingest.backoff_max = 200ms
+# each restarted worker opens its connections anew: 64 at once, not 1024, so that
+# the test's one-threaded upstream is not what stalls (a listen backlog overflowing
+# costs the SYN's retransmission, 1 s and then 3 s)
+webhook_ingest.max_concurrent_requests = 64
 });
 $node->start;
 $node->safe_psql('postgres', q{
@@ -91,6 +95,28 @@ my $n = q1(q{SELECT last_value FROM ids});
 is(q1(q{SELECT count(*) FROM webhook_ingest.jobs WHERE state = 'done'}), $n, "every one of the $n webhooks is done");
 is(q1(q{SELECT count(DISTINCT external_id) || '/' || count(*) FROM effects}), "$n/$n",
 	'each handler effect committed exactly once');
+
+
+# One termination in the middle of a batch of several jobs (0.9.0 made the batch's
+# handler a suspect for good: one job per transaction from then on).
+q1(q{CREATE FUNCTION sleepy(external_id text, details jsonb, payload jsonb) RETURNS void
+     LANGUAGE sql AS $$ SELECT pg_sleep(0.2); INSERT INTO effects VALUES (external_id) $$;
+     SELECT webhook_ingest.add_source('batch', 'http://127.0.0.1:18080/posts/{external_id}', 'sleepy(text,jsonb,jsonb)')});
+q1(q{SELECT count(*) FROM generate_series(1, 6) g, webhook_ingest.enqueue('batch', 'first-' || g) e});
+$node->poll_query_until('postgres', q{SELECT count(*) = 6 FROM webhook_ingest.jobs WHERE source = 'batch' AND state = 'done'});
+q1(q{SELECT count(*) FROM generate_series(1, 6) g, webhook_ingest.enqueue('batch', 'second-' || g) e});
+$node->poll_query_until('postgres', q{
+	SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type IN ('webhook_ingest worker', 'webhook_ingest applier')
+	   AND wait_event = 'PgSleep'})
+  or die 'the batch did not start';
+q1(q{SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+      WHERE backend_type IN ('webhook_ingest worker', 'webhook_ingest applier') AND wait_event = 'PgSleep'});
+$node->poll_query_until('postgres', q{SELECT count(*) = 6 FROM webhook_ingest.jobs WHERE external_id LIKE 'second-%' AND state = 'done'})
+  or diag('the interrupted batch was not completed');
+is(q1(q{SELECT count(DISTINCT external_id) || '/' || count(*) FROM effects WHERE external_id LIKE 'second-%'}), '6/6',
+	'a batch interrupted by an administrator: each job done once');
+my $alone = q1(q{SELECT coalesce(alone_handlers, '') FROM webhook_ingest.worker_status WHERE role = 'fetcher'});
+is($alone, '', 'and its handler is not completed alone for it');
 
 $node->stop;
 done_testing();
