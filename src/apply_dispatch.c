@@ -451,7 +451,7 @@ bound_locked(void)
 	pfree(ids.data);
 }
 
-/* Apply workers busy with batches of sources not known to be quick. */
+/* Apply workers busy with batches of slow or heavy sources. */
 static int
 restricted_busy(void)
 {

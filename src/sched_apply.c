@@ -17,12 +17,16 @@
  *		WI_FAST_US each, none more than WI_FAST_PEAK_US) has batches of up
  *		to WI_APPLY_MAX_BATCH jobs, filled up with other quick sources'
  *		results.  A source known to be slow has batches of its own sized to
- *		about WI_BATCH_BUDGET_US, and the slow sources together hold at most
- *		all apply workers but one.  A source not measured yet has one job at
- *		a time in an apply worker, in a batch of its own, until its first
- *		result says which it is.  So a handler that sleeps or ignores its
- *		cancel delays no other source's job in its batch, and can hold the
- *		last apply worker only once, before it is known.  A source whose
+ *		about WI_BATCH_BUDGET_US; the slow sources together hold at most all
+ *		apply workers but one, unless no quick source's result is waiting
+ *		(then a quick one waits at most for one slow batch).  A heavy source
+ *		(a job took WI_HEAVY_PEAK_US or more lately: a handler that sleeps for
+ *		seconds, or ignores its cancel) is never given the last apply worker.
+ *		A source not measured yet has one job at a time in an apply worker,
+ *		in a batch of its own, until its first result says which it is.  So
+ *		a handler that sleeps or ignores its cancel delays no other source's
+ *		job in its batch, and can hold the last apply worker only once,
+ *		before it is known.  A source whose
  *		ready results would take more than WI_READY_HORIZON_US of apply time
  *		gets no new fetch (scheduler.c asks wi_sched_apply_backlogged).
  *
@@ -43,6 +47,7 @@
 
 #define WI_FAST_US				5000.0	/* 5 ms a job */
 #define WI_FAST_PEAK_US			100000.0	/* 100 ms */
+#define WI_HEAVY_PEAK_US		1000000.0	/* 1 s */
 #define WI_MIN_COST_US			20.0	/* what the cheapest completion costs */
 #define WI_BATCH_BUDGET_US		200000.0	/* what a batch of a slow source is sized to */
 #define WI_READY_HORIZON_US		2000000.0	/* apply time a source may have waiting */
@@ -71,6 +76,7 @@ typedef enum ApplyClass
 {
 	APPLY_FAST,					/* known to be quick */
 	APPLY_SLOW,					/* known to be slow */
+	APPLY_HEAVY,				/* known to take a second or more a job */
 	APPLY_UNKNOWN				/* not measured yet */
 } ApplyClass;
 
@@ -79,6 +85,8 @@ class_of(const SourceSched *s)
 {
 	if (s->apply_samples == 0)
 		return APPLY_UNKNOWN;
+	if (s->apply_peak_us >= WI_HEAVY_PEAK_US)
+		return APPLY_HEAVY;
 	return (s->apply_ewma_us < WI_FAST_US && s->apply_peak_us < WI_FAST_PEAK_US) ? APPLY_FAST : APPLY_SLOW;
 }
 
@@ -139,34 +147,62 @@ take(SourceSched *s, List *batch, int max, WiAloneTest alone)
 	return batch;
 }
 
-/* May s have a batch now?  A slow one if restricted_allowed, one not measured yet if none is in hand. */
+/*
+ * May s have a batch now?  A heavy one if reserve_free (the apply worker
+ * kept for the others is not needed), a slow one then too or when no quick
+ * result waits, one not measured yet if none of its jobs is in hand.
+ */
 static bool
-eligible(const SourceSched *s, bool restricted_allowed)
+eligible(const SourceSched *s, bool reserve_free, bool quick_waiting)
 {
 	switch (class_of(s))
 	{
 		case APPLY_FAST:
 			return true;
 		case APPLY_SLOW:
-			return restricted_allowed;
+			return reserve_free || !quick_waiting;
+		case APPLY_HEAVY:
+			return reserve_free;
 		case APPLY_UNKNOWN:
 			return s->in_applier == 0;
 	}
 	return false;
 }
 
-/* The eligible source with ready results and the lowest virtual time; only quick ones if fast_only. */
-static SourceSched *
-next_source(bool restricted_allowed, const SourceSched *not_this, bool fast_only)
+/* Does a quick source (or one not measured yet that may go) have a result waiting? */
+static bool
+quick_result_waiting(void)
 {
 	HASH_SEQ_STATUS seq;
 	SourceSched *s;
-	SourceSched *best = NULL;
+	bool		found = false;
 
 	hash_seq_init(&seq, wi_sched_sources);
 	while ((s = hash_seq_search(&seq)) != NULL)
 	{
-		if (s->ready == NIL || s == not_this || !eligible(s, restricted_allowed) ||
+		if (s->ready != NIL && (class_of(s) == APPLY_FAST || (class_of(s) == APPLY_UNKNOWN && s->in_applier == 0)))
+		{
+			found = true;
+			hash_seq_term(&seq);
+			break;
+		}
+	}
+	return found;
+}
+
+/* The eligible source with ready results and the lowest virtual time; only quick ones if fast_only. */
+static SourceSched *
+next_source(bool reserve_free, const SourceSched *not_this, bool fast_only)
+{
+	HASH_SEQ_STATUS seq;
+	SourceSched *s;
+	SourceSched *best = NULL;
+	bool		quick_waiting = reserve_free || fast_only || quick_result_waiting();
+
+	hash_seq_init(&seq, wi_sched_sources);
+	while ((s = hash_seq_search(&seq)) != NULL)
+	{
+		if (s->ready == NIL || s == not_this || !eligible(s, reserve_free, quick_waiting) ||
 			(fast_only && class_of(s) != APPLY_FAST))
 			continue;
 		if (best == NULL || s->apply_vtime < best->apply_vtime)
@@ -176,17 +212,18 @@ next_source(bool restricted_allowed, const SourceSched *not_this, bool fast_only
 }
 
 /*
- * The next batch for an apply worker, or NIL: at most max results; a source
- * known to be slow only if restricted_allowed (*restricted says whether the
- * batch is such a source's).  A result for which alone() is true goes in a
- * batch of its own.
+ * The next batch for an apply worker, or NIL: at most max results.
+ * reserve_free: the apply workers busy with slow or heavy sources leave one
+ * for the others even if this batch is such a source's too (*restricted
+ * says whether it is).  A result for which alone() is true goes in a batch
+ * of its own.
  */
 static List *next_batch(SourceSched *s, int max, WiAloneTest alone, bool *restricted);
 
 List *
-wi_sched_next_batch(int max, bool restricted_allowed, WiAloneTest alone, bool *restricted)
+wi_sched_next_batch(int max, bool reserve_free, WiAloneTest alone, bool *restricted)
 {
-	SourceSched *s = next_source(restricted_allowed, NULL, false);
+	SourceSched *s = next_source(reserve_free, NULL, false);
 	MemoryContext old;
 	List	   *batch;
 
@@ -208,10 +245,10 @@ next_batch(SourceSched *s, int max, WiAloneTest alone, bool *restricted)
 
 	apply_clock = Max(apply_clock, s->apply_vtime);
 	first = (Transfer *) linitial(s->ready);
-	*restricted = class_of(s) == APPLY_SLOW;
+	*restricted = class_of(s) == APPLY_SLOW || class_of(s) == APPLY_HEAVY;
 	if (alone(first) || class_of(s) == APPLY_UNKNOWN)
 		return list_make1(hand(s));
-	if (class_of(s) == APPLY_SLOW)
+	if (*restricted)
 		return take(s, NIL, (int) Max(1.0, Min((double) max, floor(WI_BATCH_BUDGET_US / job_cost_us(s)))), alone);
 	batch = take(s, NIL, max, alone);
 	/* Room left: the other quick sources' results, by virtual time. */

@@ -65,7 +65,7 @@ extern int	wi_sched_shown(WiSourceShown *shown, int max);
 /* sched_apply.c: the apply workers' time */
 typedef bool (*WiAloneTest) (struct Transfer *t);
 extern void wi_sched_ready(struct Transfer *t, bool front);
-extern List *wi_sched_next_batch(int max, bool restricted_allowed, WiAloneTest alone, bool *restricted);
+extern List *wi_sched_next_batch(int max, bool reserve_free, WiAloneTest alone, bool *restricted);
 extern void wi_sched_applied(struct Transfer *t, int64 handler_us);
 extern void wi_sched_left_applier(struct Transfer *t);
 extern void wi_sched_locked(const char *source, int delta);
