@@ -102,6 +102,34 @@ is(q1(q{SELECT sum(applied) = (SELECT applied FROM webhook_ingest.worker_status 
           FROM webhook_ingest.worker_status WHERE role = 'applier'}),
 	't', "worker_status: the apply workers' jobs add up to the fetcher's total, with their handler time");
 
+# 1b. Two apply workers never run two handlers of one object at once: a storm of
+# webhooks about 20 objects (4 senders, 1 200 deliveries), a handler that takes
+# 5 ms and records when it ran.
+q1(q{CREATE TABLE devs.spans (external_id text, t0 timestamptz, t1 timestamptz, pid int);
+     ALTER TABLE devs.spans OWNER TO dev;
+     CREATE FUNCTION devs.span(external_id text, details jsonb, payload jsonb) RETURNS void
+     LANGUAGE plpgsql AS $$
+     DECLARE t0 timestamptz := clock_timestamp();
+     BEGIN
+         PERFORM pg_sleep(0.005);
+         INSERT INTO devs.spans VALUES (external_id, t0, clock_timestamp(), pg_backend_pid());
+     END $$;
+     ALTER FUNCTION devs.span(text, jsonb, jsonb) OWNER TO dev;
+     SELECT webhook_ingest.add_source('storm', 'http://127.0.0.1:18080/posts/{external_id}?delay_ms=2',
+                                      'devs.span(text,jsonb,jsonb)')});
+my $storm = PostgreSQL::Test::Utils::tempdir() . '/storm.sql';
+open(my $sfh, '>', $storm) or die;
+print $sfh "\\set o random(1, 20)\nSELECT webhook_ingest.enqueue('storm', 'o' || :o);\n";
+close $sfh;
+$node->command_ok([ 'pgbench', '-n', '-c', '4', '-j', '2', '-t', '300', '-f', $storm, '-h', $node->host,
+	'-p', $node->port, 'postgres' ], 'the storm of webhooks');
+$node->poll_query_until('postgres', q{SELECT count(*) = 0 FROM webhook_ingest.queue WHERE source = 'storm'})
+  or diag('the storm did not drain');
+is(q1(q{SELECT count(*) FROM devs.spans a JOIN devs.spans b
+         ON a.external_id = b.external_id AND a.ctid <> b.ctid AND a.t0 < b.t1 AND b.t0 < a.t1}), '0',
+	'no two handlers of one object ran at once (' . q1(q{SELECT count(*) FROM devs.spans}) . ' handler runs)');
+is(q1(q{SELECT count(DISTINCT pid) FROM devs.spans}), '2', 'and both apply workers ran them');
+
 # 2. A body four times the hand-off queue (64 kB) gets through.
 q1(q{SELECT webhook_ingest.enqueue('big', 'b1')});
 $node->poll_query_until('postgres', q{SELECT state = 'done' FROM webhook_ingest.jobs WHERE external_id = 'b1'})
