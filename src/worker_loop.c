@@ -266,6 +266,9 @@ refill(WorkerLoop *loop)
 	/* A source held back by a limit or a throttle may fetch again. */
 	if (wi_sched_wait_ms(before) == 0)
 		loop->claim_now = true;
+	/* A list page may be due: the jobs are claimed first, it gets the slots they leave. */
+	if (before >= loop->next_pages)
+		loop->claim_now = true;
 	if (!loop->claim_now || capacity <= 0)
 		return;
 	claimed = wi_claim(capacity, wi_lease_timeout_s, loop->job_cxt);

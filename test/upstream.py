@@ -53,7 +53,9 @@ Paginated lists over objects that change, for reconciliation (worlds, one per ?k
   /reconcile/state                     every object's current version, {"<id>": version}
   /reconcile/documents?ids=A,B         those objects as their fetches return them, {"<id>": document}
   /reconcile/requests                  what the world was asked: {"pages": {"<page>": requests},
-                   "fetches": {"<id>": requests}, "log": [["page N" or "fetch ID", arrival], ...]}
+                   "fetches": {"<id>": requests}, "log": [["page N" or "fetch ID", at, credential]]}:
+                   at, when it was answered (after any delay_ms); credential, the request's
+                   Authorization or X-Shopify-Access-Token header
   /github/repos/O/R/issues?since=ISO&per_page=P&page=N   issues updated at or after since, oldest
                    first, a JSON array, Link: <...>; rel="next" (and "last", "prev", "first")
   /github/repos/O/R/issues/<number>    one issue

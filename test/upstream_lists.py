@@ -24,7 +24,7 @@ HUGE_BYTES = 10 * 1024 * 1024
 SHOPIFY_OFFSET = timezone(timedelta(hours=-5))
 
 worlds = {}     # key -> {"style", "n", "versions": {i: v}, "clock", "changes", "events": [(seq, v, i)], "bad",
-#                  "pages": Counter, "fetches": Counter, "log": [[what, arrival]]}
+#                  "pages": Counter, "fetches": Counter, "log": [[what, answered at, credential]], "credential"}
 
 
 def arg(query, name, default):
@@ -86,7 +86,7 @@ def reset(query):
         return 400, json.dumps({"error": "style is github, shopify or stripe"}), []
     world = {"style": style, "n": n, "versions": {i: i for i in range(1, n + 1)}, "clock": n, "changes": 0,
              "events": [(i, i, i) for i in range(1, n + 1)], "bad": None,
-             "pages": Counter(), "fetches": Counter(), "log": []}
+             "pages": Counter(), "fetches": Counter(), "log": [], "credential": None}
     worlds[arg(query, "key", "")] = world
     return 200, json.dumps({"objects": n, "clock": n}), []
 
@@ -116,7 +116,7 @@ def bad(world, query):
 def requested(world, what, name):
     """Count a request of a list page (what "page", name its number) or of an object ("fetch", its id)."""
     world["pages" if what == "page" else "fetches"][str(name)] += 1
-    world["log"].append([f"{what} {name}", time.time()])
+    world["log"].append([f"{what} {name}", time.time(), world["credential"]])
 
 
 def badness(world, page):
@@ -256,6 +256,8 @@ def route(kind, parts, query, headers):
     if world is None:
         return 404, json.dumps({"error": "no such world (GET /reconcile/reset?key=K first)"}), []
     host, path, action = headers.get("host", "127.0.0.1"), "/" + "/".join(parts), parts[1:2]
+    # what the request was sent with (the source's headers), for the log
+    world["credential"] = headers.get("authorization") or headers.get("x-shopify-access-token")
     if kind == "reconcile":
         if action == ["change"]:
             return change(world, query)
