@@ -41,6 +41,9 @@ typedef struct PageClaim
 	TimestampTz next_at;		/* when to look for due pages again */
 } PageClaim;
 
+/* A due page not taken for want of room is looked at again after this at the least (no spinning). */
+#define WI_PAGE_RETRY_MIN_MS	10
+
 /* Pages have job ids of their own, below 0, for the hand-off (never a row of the queue). */
 static int64 last_page_id = 0;
 
@@ -144,7 +147,7 @@ claim_pages(void *arg)
 	next_at = wake_at();
 	/* Due, but not taken now (no room, a backlog of webhooks, a changed source): look again soon. */
 	if (next_at <= now)
-		next_at = Min(retry_at, pc->next_at);
+		next_at = Max(Min(retry_at, pc->next_at), TimestampTzPlusMilliseconds(now, WI_PAGE_RETRY_MIN_MS));
 	pc->next_at = next_at;
 }
 

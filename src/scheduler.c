@@ -589,10 +589,29 @@ wi_sched_any_reconciles(void)
 }
 
 /*
+ * When a rate-limited source that reconciles has a token in its bucket and
+ * in its share's (both refilled now); DT_NOEND: it has both now (what holds
+ * it back is no bucket).
+ */
+static TimestampTz
+tokens_at(SourceSched *s, TimestampTz now)
+{
+	TimestampTz at = DT_NOBEGIN;
+
+	refill_tokens(s, now);
+	refill_bucket(&s->share_tokens, &s->share_tokens_at, s->share * s->rate_limit, s->share_burst, now);
+	if (s->tokens < 1)
+		at = next_token_at(s->tokens, s->tokens_at, s->rate_limit);
+	if (s->share_tokens < 1)
+		at = Max(at, next_token_at(s->share_tokens, s->share_tokens_at, s->share * s->rate_limit));
+	return at == DT_NOBEGIN ? DT_NOEND : at;
+}
+
+/*
  * The sources that reconcile and may start a list page's fetch now (the
  * room allowance() and share_room() give), for the page claim: their names
  * into *names (palloc'd); how many.  *retry_at: the soonest a source held
- * back only by a bucket has a token again (DT_NOEND: none is).
+ * back by a bucket has a token again (DT_NOEND: none is).
  */
 int
 wi_sched_page_candidates(TimestampTz now, const char ***names, TimestampTz *retry_at)
@@ -611,10 +630,8 @@ wi_sched_page_candidates(TimestampTz now, const char ***names, TimestampTz *retr
 			continue;
 		if (allowance(s, now) > 0 && share_room(s, now) > 0)
 			(*names)[n++] = s->name;
-		else if (s->rate_limit > 0 && (s->tokens < 1 || s->share_tokens < 1))
-			*retry_at = Min(*retry_at, Max(next_token_at(s->tokens, s->tokens_at, s->rate_limit),
-										   next_token_at(s->share_tokens, s->share_tokens_at,
-														 s->share * s->rate_limit)));
+		else if (s->rate_limit > 0)
+			*retry_at = Min(*retry_at, tokens_at(s, now));
 	}
 	return n;
 }
