@@ -227,7 +227,12 @@ def document(world, i):
 
 
 def index_of(world, oid):
-    return next((i for i in world["versions"] if external_id(world, i) == oid), None)
+    """The object whose external id is oid, or None (without a walk over the world: a bench asks thousands)."""
+    digits = {"github": oid, "shopify": oid, "stripe": oid[4:] if oid.startswith("cus_") else ""}[world["style"]]
+    if not digits.isdigit():
+        return None
+    i = int(digits) - (7000 if world["style"] == "shopify" else 0)
+    return i if i in world["versions"] and external_id(world, i) == oid else None
 
 
 def one(world, oid):

@@ -15,23 +15,16 @@
 #     0.1 spaces the pages of a sweep half a second apart.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
 use lib 'test/t';
 use ReconcileWorld;
 
-my $node = PostgreSQL::Test::Cluster->new('reconcile_sweeps');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'webhook_ingest'
-webhook_ingest.poll_interval = 100ms
+my $node = ReconcileWorld::start_node('reconcile_sweeps', q{
 webhook_ingest.backoff_base = 50ms
 webhook_ingest.backoff_max = 200ms
 });
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION webhook_ingest');
 
 sub q1 { return $node->safe_psql('postgres', shift); }
 

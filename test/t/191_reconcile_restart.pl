@@ -7,22 +7,15 @@
 # again and none skipped; every object is listed once and stored.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
 use lib 'test/t';
 use ReconcileWorld;
 
-my $node = PostgreSQL::Test::Cluster->new('reconcile_restart');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'webhook_ingest'
-webhook_ingest.poll_interval = 100ms
+my $node = ReconcileWorld::start_node('reconcile_restart', q{
 restart_after_crash = on
 });
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION webhook_ingest');
 
 sub q1 { return $node->safe_psql('postgres', shift); }
 

@@ -11,22 +11,15 @@
 # over at its time.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use lib 'test/t';
 use ReconcileWorld;
 
-my $node = PostgreSQL::Test::Cluster->new('reconcile_bad');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'webhook_ingest'
-webhook_ingest.poll_interval = 100ms
+my $node = ReconcileWorld::start_node('reconcile_bad', q{
 webhook_ingest.backoff_base = 200ms
 webhook_ingest.backoff_max = 1s
 });
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION webhook_ingest');
 
 sub q1 { return $node->safe_psql('postgres', shift); }
 

@@ -11,9 +11,24 @@ use strict;
 use warnings;
 use HTTP::Tiny;
 use JSON::PP;
+use PostgreSQL::Test::Cluster;
 
 my $http = HTTP::Tiny->new(timeout => 60);
 my $up = 'http://127.0.0.1:18080';
+
+# A started node with the library preloaded, the worker polling every 100 ms, these
+# postgresql.conf lines, and the extension.
+sub start_node
+{
+	my ($name, $conf) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init;
+	$node->append_conf('postgresql.conf',
+		"shared_preload_libraries = 'webhook_ingest'\nwebhook_ingest.poll_interval = 100ms\n" . ($conf // ''));
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE EXTENSION webhook_ingest');
+	return $node;
+}
 
 # A SQL literal.
 sub lit
