@@ -49,7 +49,7 @@ Paginated lists over objects that change, for reconciliation (worlds, one per ?k
                    external id, payload what the sender's webhook carries
   /reconcile/bad?kind=K&page=P[&times=T]  page P of the world's list answers badly T times (1; -1: always):
                    notjson (200, HTML), noid (an item without its id), repeat (the next page is this
-                   one again), huge (a valid 10 MB page), 500
+                   one again), huge (a valid 10 MB page), 500, retryafter (503 with Retry-After: 3)
   /reconcile/state                     every object's current version, {"<id>": version}
   /reconcile/documents?ids=A,B         those objects as their fetches return them, {"<id>": document}
   /reconcile/requests                  what the world was asked: {"pages": {"<page>": requests},

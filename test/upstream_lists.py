@@ -136,6 +136,8 @@ def serve_page(kind, items, body_of, id_path, next_link):
         return 200, "<html><body>502 Bad Gateway</body></html>", []
     if kind == "500":
         return 500, '{"error": "list failed"}', []
+    if kind == "retryafter":
+        return 503, '{"error": "later"}', ["Retry-After: 3"]
     if kind == "noid" and len(items) > 1:
         item = items[1]
         for key in id_path[:-1]:

@@ -2,7 +2,8 @@
 # answers once with something that is not a page - not JSON, an item
 # without its id, a cursor that repeats (GitHub's Link to itself, Stripe's
 # starting_after giving page 1 again), a valid page of 10 MB (over
-# max_page_size, cut off while it is read), an HTTP 500.  Each is refused
+# max_page_size, cut off while it is read), an HTTP 500, a 503 with
+# Retry-After: 3 (honoured: longer than the back-off).  Each is refused
 # with a clear error in recent_failures (no job id; the page's URL) and
 # nothing of it kept; the page is asked for again after the back-off, never
 # skipped, and the sweep ends with every object found: nothing lost.  A page
@@ -32,6 +33,7 @@ my %bad = (    # name => [style, kind, times, the error]
 	repeat_cursor => [ stripe => repeat => 1, $repeats ],
 	huge => [ github => huge => 1, qr/^page 2: response body over the reconcile setting max_page_size \(4194304 bytes\)$/ ],
 	500 => [ github => 500 => 1, qr/^page 2: HTTP status 500$/ ],
+	retryafter => [ github => retryafter => 1, qr/^page 2: HTTP status 503$/ ],
 	always => [ github => notjson => -1, qr/^page 2: the page is not JSON/ ]);
 my %world;
 for my $name (sort keys %bad)
@@ -44,7 +46,11 @@ for my $name (sort keys %bad)
 q1(join '', map { $world{$_}->add_source_sql("bad_$_", since => 0, per_page => 4, more => 'max_attempts => 3') }
 	sort keys %world);
 $node->poll_query_until('postgres', q{
-	SELECT count(*) = 7 FROM webhook_ingest.reconcile_stats WHERE state = 'idle' AND (sweeps = 1 OR sweeps_failed = 1)})
+	SELECT attempts = 1 FROM webhook_ingest.reconcile_stats WHERE source = 'bad_retryafter'});
+is(q1(q{SELECT next_page_at - last_error_at >= interval '2.9 s' FROM webhook_ingest.reconcile_stats
+         WHERE source = 'bad_retryafter'}), 't', "retryafter: the page is due again after its Retry-After (3 s)");
+$node->poll_query_until('postgres', q{
+	SELECT count(*) = 8 FROM webhook_ingest.reconcile_stats WHERE state = 'idle' AND (sweeps = 1 OR sweeps_failed = 1)})
   or diag(q1(q{SELECT source, state, page, attempts, last_error FROM webhook_ingest.reconcile_stats}));
 $node->poll_query_until('postgres', q{SELECT NOT EXISTS (SELECT FROM webhook_ingest.queue)});
 
@@ -61,7 +67,9 @@ for my $name (sort grep { $_ ne 'always' } keys %world)
 	like($error, $bad{$name}[3], "$name: the error says what was wrong: $error");
 	is(join(' ', map { $asked->{pages}{$_} // 0 } 1 .. 4), '1 2 1 0', "$name: page 2 asked for again, none skipped");
 	my @page2 = map { $_->[1] } grep { $_->[0] eq 'page 2' } @{ $asked->{log} };
-	cmp_ok($page2[1] - $page2[0], '>=', 0.1, sprintf("$name: after the back-off (%.2f s; 0.1 s at least)", $page2[1] - $page2[0]));
+	my $wait = $name eq 'retryafter' ? 2.9 : 0.1;
+	cmp_ok($page2[1] - $page2[0], '>=', $wait,
+		sprintf("$name: after the back-off (%.2f s; $wait s at least)", $page2[1] - $page2[0]));
 	is(q1("SELECT sweeps || ' ' || sweeps_failed || ' ' || last_listed || ' ' || last_missed || ' ' || attempts
 	         || ' ' || (last_error IS NOT NULL) FROM webhook_ingest.reconcile_stats WHERE source = 'bad_$name'"),
 		'1 0 12 12 0 true', "$name: the sweep completed and listed every object once");
