@@ -161,4 +161,5 @@ sub min_gap
 my @bad = grep { /ERROR|WARNING|FATAL/ } split /\n/, slurp_file($node->logfile);
 is(scalar(@bad), 0, 'no error in the log') or diag(join "\n", @bad);
 $node->stop;
+note(sprintf('%s took %d s', $0, time() - $^T));
 done_testing();

@@ -83,4 +83,5 @@ for my $s (sort keys %world)
 		"$s: every object fetched and stored");
 }
 $node->stop;
+note(sprintf('%s took %d s', $0, time() - $^T));
 done_testing();

@@ -87,4 +87,5 @@ is(q1(q{SELECT sweeps || ' ' || sweeps_failed || ' ' || state || ' ' || (page IS
 	'0 1 idle true true true', 'the sweep failed with the page\'s error; the next starts over at its time');
 is(scalar(keys %{ $asked->{fetches} }), 4, 'the objects of page 1 were fetched');
 $node->stop;
+note(sprintf('%s took %d s', $0, time() - $^T));
 done_testing();
