@@ -230,6 +230,15 @@ finished(WorkerLoop *loop, Transfer *t)
 	wi_dispatch_result(t);
 }
 
+/* What a fetch is for, in a message. */
+static char *
+fetch_name(Transfer *t)
+{
+	if (t->page)
+		return psprintf("list page \"%s\" of source \"%s\"", wi_clip(t->url, strlen(t->url)), t->source);
+	return psprintf("job %lld", (long long) t->job_id);
+}
+
 /* Start the fetch of a claimed job (or list page). */
 static void
 start_fetch(WorkerLoop *loop, Transfer *t)
@@ -245,9 +254,7 @@ start_fetch(WorkerLoop *loop, Transfer *t)
 		if (error != NULL)
 			ereport(WARNING,
 					(errcode(ERRCODE_SYSTEM_ERROR),
-					 errmsg("webhook_ingest worker: could not start fetching %s %s: %s",
-							t->page ? "list page" : "job", t->page ? wi_clip(t->url, strlen(t->url)) :
-							psprintf("%lld", (long long) t->job_id), error)));
+					 errmsg("webhook_ingest worker: could not start fetching %s: %s", fetch_name(t), error)));
 		t->result = CURLE_FAILED_INIT;
 		wi_sched_finished(t->source, false, -1, NULL);
 		finished(loop, t);
