@@ -12,7 +12,9 @@
 #     its webhooks' jobs: with max_in_flight 1 and three slow webhook fetches
 #     due, the page waits for all three;
 #  3. pages take at most share of the source's rate_limit: 20/s with share
-#     0.1 spaces the pages of a sweep half a second apart.
+#     0.1 spaces the pages of a sweep half a second apart;
+#  4. a source's jobs a webhook announced are claimed before those no webhook
+#     announced (reconciled), with one slot (max_in_flight 1).
 use strict;
 use warnings;
 use PostgreSQL::Test::Utils;
@@ -149,6 +151,26 @@ is(scalar(@pages) . ' ' . q1(q{SELECT last_pages || ' ' || last_changed || ' ' |
 	'4 4 20 0', 'a sweep of 4 pages: 20 objects changed since the last, none missed');
 is(scalar(grep { $_ != 1 } values %{ $paced->requests->{fetches} }), 0, 'none fetched again');
 cmp_ok(min_gap(@pages), '>=', 0.4, sprintf('share 0.1 of rate_limit 20: pages %.2f s apart at least (0.5 s)', min_gap(@pages)));
+
+# 4. The jobs a webhook announced are claimed before those no webhook announced: a sweep
+# enqueues 3 of the latter, one is fetched (1 s, max_in_flight 1), two webhooks come.
+my $ord = ReconcileWorld->new(key => "${run}order", style => 'github', objects => 20);
+q1($ord->add_source_sql('order', more => 'max_in_flight => 1'));
+wait_sweeps(1, 'order');
+q1("SELECT webhook_ingest.alter_source('order', url_template => "
+	. ReconcileWorld::lit("http://127.0.0.1:18080/github/repos/acme/app/issues/{external_id}?key=${run}order&delay_ms=1000")
+	. ')');
+my @unannounced = map { $_->{id} } @{ $ord->change(3) };
+sweep_now('order');
+q1(q{SELECT webhook_ingest.alter_source('order', weight => 1)});
+$node->poll_query_until('postgres', q{
+	SELECT count(*) = 1 FROM webhook_ingest.queue WHERE source = 'order' AND state = 'running' AND events = 0})
+  or diag(q1(q{SELECT external_id, state, events FROM webhook_ingest.queue WHERE source = 'order'}));
+q1(q{SELECT webhook_ingest.enqueue('order', '5'), webhook_ingest.enqueue('order', '6')});
+wait_sweeps(2, 'order');
+my @order = map { $_->[0] =~ s/^fetch //r } grep { $_->[0] =~ /^fetch/ } @{ $ord->requests->{log} };
+is(join(' ', map { my $id = $_; (grep { $_ eq $id } @unannounced) ? 'r' : 'w' } @order), 'r w w r r',
+	"the webhooks' jobs went before the two no webhook announced that were waiting (@order)");
 
 sub min_gap
 {
