@@ -115,13 +115,20 @@ is(q1(q{SELECT string_agg(source || ' ' || last_changed || ' ' || last_missed, '
 is(join(' ', map { my $f = $world{$_}->requests->{fetches}; (grep { $f->{$_} != 1 } keys %$f) + 0 } sort keys %world),
 	'0 0 0', 'and fetches nothing again');
 
+# A GitHub source with one fetch at a time (max_in_flight 1), each of its objects' taking $delay_ms, its first sweep done.
+sub one_slot_source
+{
+	my ($name, $delay_ms) = @_;
+	my $w = ReconcileWorld->new(key => "$run$name", style => 'github', objects => 20);
+	q1($w->add_source_sql($name, more => 'max_in_flight => 1'));
+	wait_sweeps(1, $name);
+	q1("SELECT webhook_ingest.alter_source('$name', url_template => " . ReconcileWorld::lit(
+		"http://127.0.0.1:18080/github/repos/acme/app/issues/{external_id}?key=$run$name&delay_ms=$delay_ms") . ')');
+	return $w;
+}
+
 # 2. The concurrency cap: a page waits while the webhooks' jobs hold the one slot.
-my $cap = ReconcileWorld->new(key => "${run}cap", style => 'github', objects => 20);
-q1($cap->add_source_sql('cap', more => 'max_in_flight => 1'));
-wait_sweeps(1, 'cap');
-q1("SELECT webhook_ingest.alter_source('cap', url_template => "
-	. ReconcileWorld::lit("http://127.0.0.1:18080/github/repos/acme/app/issues/{external_id}?key=${run}cap&delay_ms=300")
-	. ')');
+my $cap = one_slot_source('cap', 300);
 my $capped = $cap->change(3);
 q1("BEGIN; " . $cap->deliver_sql('cap', $capped, 1)
 	. "UPDATE webhook_ingest.reconcile_sweeps SET next_attempt_at = now()
@@ -154,12 +161,7 @@ cmp_ok(min_gap(@pages), '>=', 0.4, sprintf('share 0.1 of rate_limit 20: pages %.
 
 # 4. The jobs a webhook announced are claimed before those no webhook announced: a sweep
 # enqueues 3 of the latter, one is fetched (1 s, max_in_flight 1), two webhooks come.
-my $ord = ReconcileWorld->new(key => "${run}order", style => 'github', objects => 20);
-q1($ord->add_source_sql('order', more => 'max_in_flight => 1'));
-wait_sweeps(1, 'order');
-q1("SELECT webhook_ingest.alter_source('order', url_template => "
-	. ReconcileWorld::lit("http://127.0.0.1:18080/github/repos/acme/app/issues/{external_id}?key=${run}order&delay_ms=1000")
-	. ')');
+my $ord = one_slot_source('order', 1000);
 my @unannounced = map { $_->{id} } @{ $ord->change(3) };
 sweep_now('order');
 q1(q{SELECT webhook_ingest.alter_source('order', weight => 1)});
