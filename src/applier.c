@@ -190,10 +190,13 @@ read_batch(const char *data, Size nbytes)
 		t->source = take(data, nbytes, &pos, item.source_len + 1);
 		t->external_id = take(data, nbytes, &pos, item.external_id_len + 1);
 		t->fetch_error = take(data, nbytes, &pos, item.why_len + 1);
+		t->link = take(data, nbytes, &pos, item.link_len + 1);
+		t->flags = item.flags;
 		t->body_len = item.body_len;
 		t->body = take(data, nbytes, &pos, item.body_len + 1);
 		if (t->source[item.source_len] != '\0' || t->external_id[item.external_id_len] != '\0' ||
-			t->fetch_error[item.why_len] != '\0' || t->body[item.body_len] != '\0')
+			t->fetch_error[item.why_len] != '\0' || t->link[item.link_len] != '\0' ||
+			t->body[item.body_len] != '\0')
 			elog(ERROR, "webhook_ingest apply worker: a batch message is malformed");
 	}
 	applier.njobs = (int) header.njobs;

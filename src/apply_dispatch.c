@@ -19,7 +19,9 @@
  *		log names them.  A result whose completion met WI_MAX_COMPLETION_ERRORS
  *		errors is given up the same way.  Everything held counts against the
  *		fetcher's transfer slots: when the apply workers fall behind, it
- *		starts fewer transfers.
+ *		starts fewer transfers.  A list page of a reconciliation sweep goes
+ *		the same way, flagged (apply_queue.h); its answer tells the loop
+ *		that the sweep's next page may be due.
  *
  * IDENTIFICATION
  *		src/apply_dispatch.c
@@ -65,6 +67,7 @@ static int	held = 0;			/* results held: ready, handed over, or locked */
 static List *locked = NIL;		/* results whose rows another session held */
 static TimestampTz next_locked_try = 0;
 static int64 *abandoned = NULL; /* jobs given up, for the lease check to take back */
+static bool page_answered = false;	/* since wi_dispatch_page_answered last said so */
 static int	nabandoned = 0;
 static int	abandoned_size = 0;
 
@@ -91,7 +94,7 @@ keep(List *list, Transfer *t)
 static void
 release(Transfer *t)
 {
-	wi_sched_completed(t->source);
+	wi_sched_completed(t->source, t->reconciled);
 	held--;
 	wi_transfer_free(t);
 }
@@ -134,7 +137,7 @@ build_message(Link *l)
 	l->header.batch_id = l->batch_id;
 	l->header.fetcher_pid = MyProcPid;
 	l->items = palloc0(sizeof(WiApplyItem) * n);
-	l->iov = palloc(sizeof(shm_mq_iovec) * (1 + 6 * n));
+	l->iov = palloc(sizeof(shm_mq_iovec) * (1 + 7 * n));
 	l->niov = 0;
 	MemoryContextSwitchTo(old);
 	add_iov(l, (const char *) &l->header, sizeof(l->header));
@@ -143,6 +146,7 @@ build_message(Link *l)
 		Transfer   *t = (Transfer *) lfirst(lc);
 		WiApplyItem *item = &l->items[i++];
 		const char *why = t->why ? t->why : empty;
+		const char *link = t->link ? t->link : empty;
 
 		item->job_id = t->job_id;
 		item->created_at = t->created_at;
@@ -157,10 +161,13 @@ build_message(Link *l)
 		item->source_len = strlen(t->source);
 		item->external_id_len = strlen(t->external_id);
 		item->why_len = strlen(why);
+		item->link_len = strlen(link);
+		item->flags = (t->page ? WI_ITEM_PAGE : 0) | (t->reconciles ? WI_ITEM_RECONCILES : 0);
 		add_iov(l, (const char *) item, sizeof(WiApplyItem));
 		add_iov(l, t->source, item->source_len + 1);
 		add_iov(l, t->external_id, item->external_id_len + 1);
 		add_iov(l, why, item->why_len + 1);
+		add_iov(l, link, item->link_len + 1);
 		add_iov(l, t->body ? t->body : empty, item->body_len);
 		add_iov(l, empty, 1);
 	}
@@ -270,6 +277,12 @@ take_outcome(Transfer *t, const WiApplyOutcome *o, WiCounters *counters)
 	if (!ended)
 	{
 		hand_back(t, o->outcome);
+		return;
+	}
+	page_answered |= t->page;
+	if (o->outcome == WI_OUTCOME_PAGE)
+	{
+		release(t);				/* not a job: not counted */
 		return;
 	}
 	counters->applied++;
@@ -556,6 +569,16 @@ void
 wi_dispatch_set_abandoned(int n)
 {
 	nabandoned = n;
+}
+
+/* Has a list page's completion been answered since the last call? */
+bool
+wi_dispatch_page_answered(void)
+{
+	bool		answered = page_answered;
+
+	page_answered = false;
+	return answered;
 }
 
 /* A job claimed again is this fetcher's once more. */

@@ -24,5 +24,6 @@ extern long wi_dispatch_timeout_ms(void);
 extern int64 *wi_dispatch_abandoned(int *n);
 extern void wi_dispatch_set_abandoned(int n);
 extern void wi_dispatch_claimed_again(int64 job_id);
+extern bool wi_dispatch_page_answered(void);
 
 #endif							/* WI_APPLY_DISPATCH_H */

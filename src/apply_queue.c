@@ -128,5 +128,5 @@ Size
 wi_apply_item_size(const WiApplyItem *item)
 {
 	return sizeof(WiApplyItem) + item->source_len + 1 + item->external_id_len + 1 + item->why_len + 1 +
-		item->body_len + 1;
+		item->link_len + 1 + item->body_len + 1;
 }

@@ -8,8 +8,11 @@
  *
  *		To an apply worker (its "in" queue): one message per batch, a
  *		WiApplyBatchHeader and then per job a WiApplyItem followed by its
- *		source, external id, failure text (each NUL-terminated) and body
- *		(NUL-terminated too).  Back to the fetcher (the "out" queue): a
+ *		source, external id, failure text, Link header (each NUL-terminated)
+ *		and body (NUL-terminated too).  An item is a job's fetched result,
+ *		or a list page of a reconciliation sweep (WI_ITEM_PAGE: its external
+ *		id is the page's URL, its job id a number below 0 of the fetcher's
+ *		own), which the apply worker hands to _reconcile_page.  Back to the fetcher (the "out" queue): a
  *		WiApplyReplyHeader and a WiApplyOutcome per job of the batch, in the
  *		order handed over.  And the apply worker's guard file, which says
  *		what it was completing should it die in a batch.
@@ -78,8 +81,13 @@ typedef struct WiApplyItem
 	uint32		source_len;
 	uint32		external_id_len;
 	uint32		why_len;		/* what went wrong with the transfer; 0: nothing */
+	uint32		link_len;		/* the response's Link headers (a page's); 0: none */
+	uint32		flags;			/* WI_ITEM_* */
 	uint32		unused;
 } WiApplyItem;
+
+#define WI_ITEM_PAGE		0x1 /* a list page of a sweep, for _reconcile_page */
+#define WI_ITEM_RECONCILES	0x2 /* a job of a reconciling source: _reconcile_fetched before it is done */
 
 /* How a job's completion ended (WiApplyOutcome.outcome). */
 typedef enum WiOutcome
@@ -92,7 +100,8 @@ typedef enum WiOutcome
 	WI_OUTCOME_DISCARDED,		/* no longer running under this attempt (cancelled, reclaimed) */
 	WI_OUTCOME_LOCKED,			/* its row was locked by another session: try again later */
 	WI_OUTCOME_NOT_STARTED,		/* the batch ran out of time before it: hand it over again */
-	WI_OUTCOME_ERROR			/* an error escaped its batch's completion: try again, alone */
+	WI_OUTCOME_ERROR,			/* an error escaped its batch's completion: try again, alone */
+	WI_OUTCOME_PAGE				/* a list page, processed (_reconcile_page committed with the batch) */
 } WiOutcome;
 
 #define WI_OUTCOME_FLAG_HANDLER_ERROR	0x1 /* its handler raised an error */

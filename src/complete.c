@@ -13,7 +13,9 @@
  *		   payload (only now, so the worker's memory does not grow with
  *		   payloads times transfers in flight), run its handler as the
  *		   handler's owner (handler_call.c) or store the document, mark it
- *		   done - or record the failed attempt;
+ *		   done - or record the failed attempt; a list page of a
+ *		   reconciliation sweep goes to _reconcile_page instead
+ *		   (reconcile_apply.c);
  *		3. after commit, write the commit LSN (done_batches), wake
  *		   wait_for_job(), count for the views.
  *
@@ -136,7 +138,10 @@ lock_batch(Batch *b)
 	for (int i = 0; i < b->njobs; i++)
 	{
 		b->jobs[i].outcome = WI_OUTCOME_LOCKED;	/* until its row is found below */
-		ids[n++] = b->jobs[i].job_id;
+		if (b->jobs[i].flags & WI_ITEM_PAGE)
+			b->jobs[i].outcome = WI_OUTCOME_NONE;	/* a list page: no row of the queue */
+		else
+			ids[n++] = b->jobs[i].job_id;
 	}
 	args[0] = wi_id_array(ids, n);
 	/*
@@ -443,6 +448,8 @@ handle(ApplyJob *t, bool gone)
 	else
 		store_document(t, args[0], args[1], gone);
 	t->handler_us = GetCurrentTimestamp() - started;
+	if (t->flags & WI_ITEM_RECONCILES)
+		wi_reconcile_fetched(t, args[1], gone);
 	mark_done(t);
 	notify_done(t);
 }
@@ -482,6 +489,11 @@ complete_one(ApplyJob *t, WiCounters *counters)
 	ResourceOwner owner = CurrentResourceOwner;
 	TimestampTz started;
 
+	if (t->flags & WI_ITEM_PAGE)
+	{
+		wi_complete_page(t);
+		return;
+	}
 	if (verdict != WI_APPLY_HANDLE && verdict != WI_APPLY_GONE)
 	{
 		record_failure(t, verdict, t->fetch_error, elapsed_ms);
@@ -732,7 +744,7 @@ wi_complete(ApplyJob *jobs, int njobs, int fetcher_pid, WiCounters *counters)
 	}
 	for (int i = 0; i < njobs; i++)
 	{
-		if (!completion_ended(jobs[i].outcome))
+		if (!completion_ended(jobs[i].outcome) || jobs[i].outcome == WI_OUTCOME_PAGE)
 			continue;
 		counters->applied++;
 		counters->bytes += jobs[i].body_len;

@@ -31,6 +31,8 @@ typedef struct ApplyJob
 	int			retry_after_s;	/* -1: none */
 	double		fetch_seconds;
 	const char *fetch_error;	/* why the transfer failed; "" if it did not */
+	const char *link;			/* a list page's Link headers; "" if none */
+	uint32		flags;			/* WI_ITEM_*: a list page, a job of a source that reconciles */
 	const char *body;			/* NUL-terminated */
 	size_t		body_len;
 
@@ -43,5 +45,9 @@ typedef struct ApplyJob
 
 extern void wi_complete(ApplyJob *jobs, int njobs, int fetcher_pid, WiCounters *counters);
 extern void wi_retry_done_lsn(void);
+
+/* reconcile_apply.c: an apply worker's part of reconciliation */
+extern void wi_complete_page(ApplyJob *t);
+extern void wi_reconcile_fetched(const ApplyJob *t, Datum document, bool gone);
 
 #endif							/* WI_COMPLETE_H */

@@ -408,6 +408,7 @@ wi_http_start(Transfer *t, long connect_timeout_ms, const char **error)
 	t->body = NULL;
 	t->body_len = 0;
 	t->too_big = false;
+	t->link = NULL;
 	t->status = 0;
 	t->retry_after_s = -1;
 	t->throttle_s = -1;
@@ -601,6 +602,37 @@ read_retry_after(Transfer *t)
 }
 
 /*
+ * A list page's Link headers (a sweep's next page may be named there, as
+ * GitHub and Shopify do), all of them joined with ", " as RFC 9110 allows;
+ * into malloc'd t->link (NULL: none).  libcurl bounds each header's size.
+ */
+static void
+read_links(Transfer *t)
+{
+#if LIBCURL_VERSION_NUM >= 0x075300
+	struct curl_header *h;
+	size_t		amount = 1;
+
+	for (size_t i = 0; i < amount && curl_easy_header(t->easy, "Link", i, CURLH_HEADER, -1, &h) == CURLHE_OK; i++)
+	{
+		size_t		had = t->link ? strlen(t->link) : 0;
+		char	   *grown = realloc(t->link, had + 2 + strlen(h->value) + 1);
+
+		if (grown == NULL)
+			return;				/* the page then has no next link: its sweep says so */
+		t->link = grown;
+		if (had > 0)
+		{
+			memcpy(t->link + had, ", ", 2);
+			had += 2;
+		}
+		strcpy(t->link + had, h->value);
+		amount = h->amount;
+	}
+#endif
+}
+
+/*
  * A guard refusal decides the outcome only when no connection was made: one
  * address refused and another that worked (or failed on its own) is not a
  * refusal of the fetch.  A refusal of a reused connection always is.
@@ -773,6 +805,8 @@ wi_http_finished(void)
 		if (t->result == CURLE_OK && is_redirect(t->status) && next_hop(t))
 			continue;			/* on its way to the next hop */
 		read_retry_after(t);
+		if (t->page)
+			read_links(t);
 		curl_multi_remove_handle(multi, t->easy);
 		wi_pacing_removed(t->pacing, t->probe, http_version(t));
 		t->probe = false;
@@ -811,6 +845,8 @@ wi_http_release(Transfer *t)
 	t->headers = NULL;
 	free(t->body);
 	t->body = NULL;
+	free(t->link);
+	t->link = NULL;
 	free(t->origin);
 	t->origin = NULL;
 }

@@ -35,6 +35,10 @@ typedef struct Transfer
 	Oid			handler;		/* InvalidOid: store the document */
 	WiSourceTls *conf;			/* the source's TLS settings and proxy, or NULL */
 	TimestampTz created_at;		/* when the job's first webhook came */
+	/* reconciliation (issue 30) */
+	bool		page;			/* a list page of a sweep: url is the page's (external_id too), job_id < 0 */
+	bool		reconciles;		/* a job of a source that reconciles: its completion records the version */
+	bool		reconciled;		/* a page, or a job no webhook announced: within the source's share */
 
 	/* set by the fetcher once the transfer is over (apply_dispatch.c) */
 	int			verdict;		/* WiApplyVerdict (verdict.c) */
@@ -50,6 +54,7 @@ typedef struct Transfer
 	size_t		body_len;
 	size_t		max_body;
 	bool		too_big;
+	char	   *link;			/* malloc'd: a page's Link headers, joined with ", "; NULL: none */
 	CURLcode	result;
 	long		status;
 	long		retry_after_s;	/* -1: none */

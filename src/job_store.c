@@ -166,7 +166,11 @@ wi_events_pages(void)
 	return pages;
 }
 
-/* Jobs left running by an earlier incarnation of the worker are due again. */
+/*
+ * Jobs left running by an earlier incarnation of the worker are due again,
+ * and so are the list pages it had leased (reconciliation: its sweep goes on
+ * at that page now, not when the lease ends).
+ */
 int
 wi_reclaim_running(void)
 {
@@ -177,7 +181,9 @@ wi_reclaim_running(void)
 	 * some session holds locked is taken back by the lease check instead.
 	 */
 	return wi_run_alone("webhook_ingest: reclaiming jobs of a previous worker", &plan,
-					 "WITH left_running AS ("
+					 "WITH pages AS ("
+					 "  UPDATE webhook_ingest.reconcile_sweeps SET leased_until = NULL WHERE leased_until > now()),"
+					 " left_running AS ("
 					 "  SELECT r.id FROM webhook_ingest.queue r WHERE r.state = 'running'"
 					 "   FOR NO KEY UPDATE SKIP LOCKED)"
 					 " UPDATE webhook_ingest.queue j SET state = 'pending', lease_until = NULL, worker_pid = NULL,"
@@ -288,8 +294,9 @@ wi_active_jobs(const int64 *ids, int n, bool held_here, int64 *active)
 	return a.nactive;
 }
 
-static struct curl_slist *
-headers_list(Jsonb *headers)
+/* A source's headers (NULL: none) as the request's, after Accept: application/json. */
+struct curl_slist *
+wi_source_headers(Jsonb *headers)
 {
 	struct curl_slist *list = curl_slist_append(NULL, "Accept: application/json");
 	JsonbIterator *it;
@@ -325,14 +332,6 @@ headers_list(Jsonb *headers)
  */
 #define WI_CLAIM_PASSES		8
 
-typedef struct Claim
-{
-	int			max_jobs;
-	int			lease_s;
-	MemoryContext cxt;
-	List	   *claimed;
-} Claim;
-
 static void claim(void *arg);
 
 /* Transfers of a claim that did not commit: nothing was started for them. */
@@ -346,19 +345,28 @@ free_claimed(List *claimed)
 	list_free(claimed);
 }
 
-List *
-wi_claim(int max_jobs, int lease_s, MemoryContext cxt)
+/* A Transfer the claim made, kept at once (freed if the claim does not commit). */
+void
+wi_claim_keep(WiClaim *c, Transfer *t)
 {
-	Claim	   *c = palloc(sizeof(Claim));	/* read after a longjmp: not on the stack */
+	MemoryContext old = MemoryContextSwitchTo(c->cxt);
+
+	c->claimed = lappend(c->claimed, t);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * Run body, a claim (c: palloc'd, read after a longjmp), in a transaction of
+ * its own; its Transfers, or NIL when it did not commit.
+ */
+List *
+wi_claim_in_tx(const char *activity, WiTxBody body, WiClaim *c)
+{
 	bool		committed;
 
-	c->max_jobs = max_jobs;
-	c->lease_s = lease_s;
-	c->cxt = cxt;
-	c->claimed = NIL;
 	PG_TRY();
 	{
-		committed = wi_in_tx("webhook_ingest: claiming due jobs", claim, c);
+		committed = wi_in_tx(activity, body, c);
 	}
 	PG_CATCH();
 	{
@@ -374,16 +382,29 @@ wi_claim(int max_jobs, int lease_s, MemoryContext cxt)
 	return c->claimed;
 }
 
+List *
+wi_claim(int max_jobs, int lease_s, MemoryContext cxt)
+{
+	WiClaim    *c = palloc0(sizeof(WiClaim));
+
+	c->max = max_jobs;
+	c->lease_s = lease_s;
+	c->cxt = cxt;
+	return wi_claim_in_tx("webhook_ingest: claiming due jobs", claim, c);
+}
+
 /* sources_generation as of the last complete read_sources (0: read again) */
 static uint64 sources_read_generation = 0;
+static bool sources_reread = false; /* since wi_sources_reread last said so */
 
 /*
- * Every source's scheduling settings, into the scheduler, if sources changed
- * since the last complete read (wi_sources_generation); claims in between
- * (thousands a second under load, with any number of sources) read nothing.
+ * Every source's scheduling settings (and its reconciliation share), into
+ * the scheduler, if sources changed since the last complete read
+ * (wi_sources_generation); claims in between (thousands a second under load,
+ * with any number of sources) read nothing.
  */
-static void
-read_sources(void)
+void
+wi_read_sources(void)
 {
 	static SPIPlanPtr plan = NULL;
 	uint64		generation = wi_sources_generation();	/* a change during the read counts again */
@@ -395,9 +416,10 @@ read_sources(void)
 	if (wi_run_cached(&plan,
 					  "SELECT s.name, s.paused, s.weight, coalesce(s.rate_limit, 0), coalesce(s.rate_burst, 0),"
 					  "       coalesce(s.max_in_flight, 0), s.updated_at, s.tls_ca, s.tls_client_cert,"
-					  "       k.tls_client_key, s.proxy"
+					  "       k.tls_client_key, s.proxy, coalesce(r.share, 0)"
 					  "  FROM webhook_ingest.sources s"
-					  "  LEFT JOIN webhook_ingest.source_tls_keys k ON k.source = s.name",
+					  "  LEFT JOIN webhook_ingest.source_tls_keys k ON k.source = s.name"
+					  "  LEFT JOIN webhook_ingest.reconcile_settings r ON r.source_id = s.id",
 					  0, NULL, NULL, NULL, true) != SPI_OK_SELECT)
 		elog(ERROR, "could not read sources");
 	for (uint64 i = 0; i < SPI_processed; i++)
@@ -412,7 +434,8 @@ read_sources(void)
 						 DatumGetFloat4(SPI_getbinval(tup, desc, 4, &isnull)),
 						 DatumGetInt32(SPI_getbinval(tup, desc, 5, &isnull)),
 						 DatumGetInt32(SPI_getbinval(tup, desc, 6, &isnull)),
-						 DatumGetTimestampTz(SPI_getbinval(tup, desc, 7, &isnull)));
+						 DatumGetTimestampTz(SPI_getbinval(tup, desc, 7, &isnull)),
+						 DatumGetFloat4(SPI_getbinval(tup, desc, 12, &isnull)));
 		wi_source_tls_refresh(SPI_getvalue(tup, desc, 1), DatumGetTimestampTz(SPI_getbinval(tup, desc, 7, &isnull)),
 							  SPI_getvalue(tup, desc, 8), SPI_getvalue(tup, desc, 9),
 							  SPI_getvalue(tup, desc, 10), SPI_getvalue(tup, desc, 11));
@@ -420,27 +443,17 @@ read_sources(void)
 	wi_source_tls_end_refresh();
 	wi_sched_forget_dropped();
 	sources_read_generation = generation;	/* complete: an error above reads again next time */
+	sources_reread = true;
 }
 
-static Datum
-text_array(const char **values, int n)
+/* Were the sources read anew since the last call?  (A sweep may be due now: the page claim looks.) */
+bool
+wi_sources_reread(void)
 {
-	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
+	bool		reread = sources_reread;
 
-	for (int i = 0; i < n; i++)
-		elems[i] = CStringGetTextDatum(values[i]);
-	return PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false, TYPALIGN_INT));
-}
-
-static Datum
-timestamptz_array(const TimestampTz *values, int n)
-{
-	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
-
-	for (int i = 0; i < n; i++)
-		elems[i] = TimestampTzGetDatum(values[i]);
-	return PointerGetDatum(construct_array(elems, n, TIMESTAMPTZOID, sizeof(TimestampTz), FLOAT8PASSBYVAL,
-										   TYPALIGN_DOUBLE));
+	sources_reread = false;
+	return reread;
 }
 
 /*
@@ -461,8 +474,8 @@ probe_due(TimestampTz now)
 
 	if (n == 0)
 		return;
-	args[0] = text_array(names, n);
-	args[1] = timestamptz_array(froms, n);
+	args[0] = wi_text_array(names, n);
+	args[1] = wi_timestamptz_array(froms, n);
 	if (wi_run_cached(&plan,
 					  "SELECT q.source FROM unnest($1::text[], $2::timestamptz[]) AS q(source, from_at)"
 					  " CROSS JOIN LATERAL (SELECT FROM webhook_ingest.queue pj"
@@ -475,17 +488,17 @@ probe_due(TimestampTz now)
 		wi_sched_has_due(SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1));
 }
 
-static void claim_pass(Claim *c, WiQuota *quotas, int n);
+static void claim_pass(WiClaim *c, WiQuota *quotas, int n);
 
 static void
 claim(void *arg)
 {
-	Claim	   *c = (Claim *) arg;
+	WiClaim    *c = (WiClaim *) arg;
 	TimestampTz start = GetCurrentTimestamp();
-	int			capacity = c->max_jobs;
+	int			capacity = c->max;
 
 	wi_sched_begin_claim();
-	read_sources();
+	wi_read_sources();
 	probe_due(start);
 	for (int pass = 0; pass < WI_CLAIM_PASSES && capacity > 0; pass++)
 	{
@@ -503,19 +516,39 @@ claim(void *arg)
 	}
 }
 
-/* One pass: each source's quota of its due jobs, in due order, claimed. */
+/*
+ * One pass: each source's quota of its due jobs, in due order, claimed; of
+ * a source that reconciles (reconciled >= 0), the jobs a webhook announced
+ * first, then those no webhook announced (events 0), at most reconciled of
+ * them (its share, scheduler.c).  Such jobs are few in its walk: a sweep
+ * waits while the source has pause_backlog due jobs.
+ */
 static void
-claim_pass(Claim *c, WiQuota *quotas, int n)
+claim_pass(WiClaim *c, WiQuota *quotas, int n)
 {
 	static const char *sql =
-		"WITH due AS ("
-		"  SELECT d.id, q.seen_at"
-		"    FROM unnest($2::text[], $3::int[], $4::timestamptz[], $5::timestamptz[]) AS q(source, n, from_at, seen_at)"
+		"WITH walk AS ("
+		"  SELECT * FROM unnest($2::text[], $3::int[], $4::timestamptz[], $5::timestamptz[], $6::int[])"
+		"    AS q(source, n, from_at, seen_at, reconciled)),"
+		" announced AS ("
+		"  SELECT d.id, w.source, w.seen_at FROM walk w"
 		"  CROSS JOIN LATERAL ("
 		"    SELECT pj.id FROM webhook_ingest.queue pj"
-		"     WHERE pj.state = 'pending' AND pj.source = q.source COLLATE \"C\""
-		"       AND pj.next_attempt_at >= q.from_at AND pj.next_attempt_at <= now()"
-		"     ORDER BY pj.next_attempt_at LIMIT q.n FOR UPDATE SKIP LOCKED) d)"
+		"     WHERE pj.state = 'pending' AND pj.source = w.source COLLATE \"C\""
+		"       AND pj.next_attempt_at >= w.from_at AND pj.next_attempt_at <= now()"
+		"       AND (w.reconciled < 0 OR pj.events > 0)"
+		"     ORDER BY pj.next_attempt_at LIMIT w.n FOR UPDATE SKIP LOCKED) d),"
+		" unannounced AS ("
+		"  SELECT d.id, w.source, w.seen_at FROM walk w"
+		"  CROSS JOIN LATERAL ("
+		"    SELECT pj.id FROM webhook_ingest.queue pj"
+		"     WHERE pj.state = 'pending' AND pj.source = w.source COLLATE \"C\""
+		"       AND pj.next_attempt_at >= w.from_at AND pj.next_attempt_at <= now() AND pj.events = 0"
+		"     ORDER BY pj.next_attempt_at"
+		"     LIMIT least(w.reconciled, w.n - (SELECT count(*) FROM announced a WHERE a.source = w.source))"
+		"       FOR UPDATE SKIP LOCKED) d"
+		"   WHERE w.reconciled > 0),"
+		" due AS (SELECT * FROM announced UNION ALL SELECT * FROM unannounced)"
 		" UPDATE webhook_ingest.queue j"
 		"    SET state = 'running', attempts = j.attempts + 1, refetch = false,"
 		"        lease_until = now() + make_interval(secs => greatest($1, s.timeout_ms / 1000.0 + 10)),"
@@ -530,29 +563,34 @@ claim_pass(Claim *c, WiQuota *quotas, int n)
 		"           CASE WHEN s.updated_at IS DISTINCT FROM due.seen_at THEN s.tls_client_cert END,"
 		"           CASE WHEN s.updated_at IS DISTINCT FROM due.seen_at THEN"
 		"             (SELECT k.tls_client_key FROM webhook_ingest.source_tls_keys k WHERE k.source = s.name) END,"
-		"           CASE WHEN s.updated_at IS DISTINCT FROM due.seen_at THEN s.proxy END";
+		"           CASE WHEN s.updated_at IS DISTINCT FROM due.seen_at THEN s.proxy END,"
+		"           j.events = 0";
 	static SPIPlanPtr plan = NULL;
 	MemoryContext cxt = c->cxt;
-	Oid			argtypes[5] = {INT4OID, TEXTARRAYOID, INT4ARRAYOID, TIMESTAMPTZARRAYOID, TIMESTAMPTZARRAYOID};
-	Datum		args[5];
+	Oid			argtypes[6] = {INT4OID, TEXTARRAYOID, INT4ARRAYOID, TIMESTAMPTZARRAYOID, TIMESTAMPTZARRAYOID,
+							   INT4ARRAYOID};
+	Datum		args[6];
 	const char **names = palloc(sizeof(char *) * n);
-	Datum	   *counts = palloc(sizeof(Datum) * n);
+	int		   *counts = palloc(sizeof(int) * n);
 	TimestampTz *froms = palloc(sizeof(TimestampTz) * n);
 	TimestampTz *seen = palloc(sizeof(TimestampTz) * n);
+	int		   *reconciled = palloc(sizeof(int) * n);
 
 	for (int i = 0; i < n; i++)
 	{
 		names[i] = quotas[i].source;
-		counts[i] = Int32GetDatum(quotas[i].quota);
+		counts[i] = quotas[i].quota;
 		froms[i] = quotas[i].from;
 		seen[i] = wi_source_tls_seen_at(quotas[i].source);
+		reconciled[i] = quotas[i].reconciled;
 	}
 	args[0] = Int32GetDatum(c->lease_s);
-	args[1] = text_array(names, n);
-	args[2] = PointerGetDatum(construct_array(counts, n, INT4OID, 4, true, TYPALIGN_INT));
-	args[3] = timestamptz_array(froms, n);
-	args[4] = timestamptz_array(seen, n);
-	if (wi_run_replanned(&plan, sql, 5, argtypes, args, NULL) != SPI_OK_UPDATE_RETURNING)
+	args[1] = wi_text_array(names, n);
+	args[2] = wi_int4_array(counts, n);
+	args[3] = wi_timestamptz_array(froms, n);
+	args[4] = wi_timestamptz_array(seen, n);
+	args[5] = wi_int4_array(reconciled, n);
+	if (wi_run_replanned(&plan, sql, 6, argtypes, args, NULL) != SPI_OK_UPDATE_RETURNING)
 		elog(ERROR, "could not claim jobs");
 
 	for (uint64 i = 0; i < SPI_processed; i++)
@@ -572,7 +610,7 @@ claim_pass(Claim *c, WiQuota *quotas, int n)
 		t->url = MemoryContextStrdup(cxt, wi_render_url(SPI_getvalue(tup, desc, 5), external_id,
 														strlen(external_id)));
 		headers = SPI_getbinval(tup, desc, 6, &isnull);
-		t->headers = headers_list(isnull ? NULL : DatumGetJsonbP(headers));
+		t->headers = wi_source_headers(isnull ? NULL : DatumGetJsonbP(headers));
 		t->timeout_ms = DatumGetInt32(SPI_getbinval(tup, desc, 7, &isnull));
 		t->max_attempts = DatumGetInt32(SPI_getbinval(tup, desc, 8, &isnull));
 		t->handler = DatumGetObjectId(SPI_getbinval(tup, desc, 9, &isnull));
@@ -587,15 +625,12 @@ claim_pass(Claim *c, WiQuota *quotas, int n)
 											 SPI_getvalue(tup, desc, 15), SPI_getvalue(tup, desc, 16));
 			sources_read_generation = 0;	/* the next claim reads them again */
 		}
-		wi_sched_claimed(t->source, DatumGetTimestampTz(SPI_getbinval(tup, desc, 11, &isnull)));
+		t->reconciles = wi_sched_reconciles(t->source);
+		t->reconciled = t->reconciles && DatumGetBool(SPI_getbinval(tup, desc, 17, &isnull));
+		wi_sched_claimed(t->source, DatumGetTimestampTz(SPI_getbinval(tup, desc, 11, &isnull)), t->reconciled);
 		t->retry_after_s = -1;
 		t->throttle_s = -1;
-		{
-			MemoryContext old = MemoryContextSwitchTo(cxt);
-
-			c->claimed = lappend(c->claimed, t);	/* at once: freed if the claim fails */
-			MemoryContextSwitchTo(old);
-		}
+		wi_claim_keep(c, t);	/* at once: freed if the claim fails */
 	}
 }
 

@@ -11,7 +11,22 @@
 #include "postgres.h"
 
 #include "nodes/pg_list.h"
+#include "utils/jsonb.h"
 #include "utils/timestamp.h"
+
+#include "worker_tx.h"
+
+struct Transfer;
+struct curl_slist;
+
+/* A claim in progress (in a transaction): what it may take, and the Transfers it made, in cxt. */
+typedef struct WiClaim
+{
+	int			max;
+	int			lease_s;
+	MemoryContext cxt;
+	List	   *claimed;
+} WiClaim;
 
 
 /* What wi_extension_state finds. */
@@ -33,5 +48,13 @@ extern int	wi_reclaim_expired(TimestampTz from, const int64 *given_up, int ngive
 extern int64 wi_purge_events(int max_pages);
 extern int	wi_active_jobs(const int64 *ids, int n, bool held_here, int64 *active);
 extern List *wi_claim(int max_jobs, int lease_s, MemoryContext cxt);
+extern List *wi_claim_in_tx(const char *activity, WiTxBody body, WiClaim *c);
+extern void wi_claim_keep(WiClaim *c, struct Transfer *t);
+extern void wi_read_sources(void);
+extern bool wi_sources_reread(void);
+extern struct curl_slist *wi_source_headers(Jsonb *headers);
+
+/* reconcile_claim.c: list pages of reconciliation sweeps */
+extern List *wi_claim_pages(int max_pages, MemoryContext cxt, TimestampTz *next_at);
 
 #endif							/* WI_JOB_STORE_H */

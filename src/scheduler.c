@@ -30,6 +30,14 @@
  *		long gets none (sched_apply.c, which also shares the apply workers'
  *		time among sources).
  *
+ *		A source that reconciles (issue 30) gives its sweeps' list pages and
+ *		the jobs no webhook announced (events 0) at most its share of its
+ *		limits - of max_in_flight (at least one fetch) and of rate_limit (a
+ *		bucket of its own) - on top of counting them against those limits:
+ *		its claims walk the jobs a webhook announced first, then, with the
+ *		slots left and within the share, the others; a page is claimed after
+ *		the jobs, with what is left (reconcile_claim.c).
+ *
  *		The state lives in the fetcher's memory (a hash in TopMemoryContext):
  *		a restarted fetcher starts with full buckets and no throttles.  Any
  *		change of a source's row (alter_source, resume_source) ends its
@@ -101,6 +109,7 @@ wi_sched_begin_claim(void)
 	while ((s = hash_seq_search(&seq)) != NULL)
 	{
 		s->claiming = 0;
+		s->claiming_reconciled = 0;
 		s->probed = false;
 		s->has_due = false;
 		s->drained = false;
@@ -114,10 +123,24 @@ default_burst(double rate_limit)
 	return (int) Max(1.0, ceil(rate_limit / 10.0));
 }
 
+/* A source's reconciliation share (0: it does not reconcile) and the bucket that goes with it. */
+static void
+refresh_share(SourceSched *s, double share)
+{
+	int			burst = share > 0 && s->rate_limit > 0 ? Max(1, (int) floor(share * s->burst)) : 0;
+
+	if (burst != s->share_burst || share != s->share)
+		s->share_tokens = burst;
+	s->share = Max(share, 0);
+	s->share_burst = burst;
+	if (s->share_tokens_at == 0)
+		s->share_tokens_at = GetCurrentTimestamp();
+}
+
 /* One row of sources, as the claim read it. */
 void
 wi_sched_refresh(const char *name, bool paused, int weight, double rate_limit, int rate_burst,
-				 int max_in_flight, TimestampTz updated_at)
+				 int max_in_flight, TimestampTz updated_at, double reconcile_share)
 {
 	bool		found;
 	SourceSched *s;
@@ -143,6 +166,7 @@ wi_sched_refresh(const char *name, bool paused, int weight, double rate_limit, i
 	s->max_in_flight = Max(max_in_flight, 0);
 	if (s->tokens < 0 || s->tokens > s->burst)
 		s->tokens = s->burst;
+	refresh_share(s, reconcile_share);
 	/* A change of the source's row ends a throttle that began before it, at full width. */
 	if ((s->throttled_until != 0 || s->probing) && updated_at > s->throttled_at)
 	{
@@ -184,13 +208,53 @@ wi_sched_forget_dropped(void)
 }
 
 static void
+refill_bucket(double *tokens, TimestampTz *at, double rate, int burst, TimestampTz now)
+{
+	if (rate <= 0 || now <= *at)
+		return;
+	*tokens = Min((double) burst, *tokens + rate * (double) (now - *at) / USECS_PER_SEC);
+	*at = now;
+}
+
+static void
 refill_tokens(SourceSched *s, TimestampTz now)
 {
-	if (s->rate_limit <= 0 || now <= s->tokens_at)
-		return;
-	s->tokens = Min((double) s->burst,
-					s->tokens + s->rate_limit * (double) (now - s->tokens_at) / USECS_PER_SEC);
-	s->tokens_at = now;
+	refill_bucket(&s->tokens, &s->tokens_at, s->rate_limit, s->burst, now);
+}
+
+/*
+ * When a bucket (tokens at tokens_at, refilled at rate a second) has a
+ * token again; at most a day ahead (a rate_limit of 1e-14 per second would
+ * put it past the end of time).
+ */
+static TimestampTz
+next_token_at(double tokens, TimestampTz tokens_at, double rate)
+{
+	double		wait_us = ceil((1 - tokens + 1e-6) * USECS_PER_SEC / rate);
+
+	return tokens_at + (TimestampTz) Min(wait_us, (double) USECS_PER_DAY);
+}
+
+/*
+ * Of what allowance() gives the source, how many may be fetches for
+ * reconciliation: its share of max_in_flight (at least one) and of
+ * rate_limit; 0 for a source that does not reconcile.
+ */
+static int
+share_room(SourceSched *s, TimestampTz now)
+{
+	int			n = INT_MAX;
+
+	if (s->share <= 0)
+		return 0;
+	if (s->max_in_flight > 0)
+		n = Max(0, Max(1, (int) floor(s->share * s->max_in_flight)) - s->reconciling - s->claiming_reconciled);
+	if (s->rate_limit > 0)
+	{
+		refill_bucket(&s->share_tokens, &s->share_tokens_at, s->share * s->rate_limit, s->share_burst, now);
+		n = Min(n, (int) Max(0.0, floor(s->share_tokens) - s->claiming_reconciled));
+	}
+	return n;
 }
 
 /* How many fetches the source may start now (due work or not). */
@@ -349,6 +413,7 @@ wi_sched_plan(int capacity, TimestampTz now, WiQuota **quotas)
 	{
 		s->quota = 0;
 		s->claimed = 0;
+		s->claimed_reconciled = 0;
 		s->last_due = DT_NOBEGIN;
 		s->allowance = s->has_due ? allowance(s, now) : 0;
 		s->level = (double) (s->in_flight + s->claiming) / s->weight;
@@ -367,33 +432,39 @@ wi_sched_plan(int capacity, TimestampTz now, WiQuota **quotas)
 	water_fill(eligible, n, capacity);
 	for (int i = 0; i < n; i++)
 	{
-		if (eligible[i]->quota == 0)
+		s = eligible[i];
+		if (s->quota == 0)
 			continue;
-		(*quotas)[nquotas].source = eligible[i]->name;
-		(*quotas)[nquotas].quota = eligible[i]->quota;
-		(*quotas)[nquotas].from = wi_scan_start(eligible[i]->stopped_at);
+		/* a source that reconciles: webhooks' jobs first, then the others within its share */
+		s->share_quota = s->share > 0 ? Min(s->quota, share_room(s, now)) : -1;
+		(*quotas)[nquotas].source = s->name;
+		(*quotas)[nquotas].quota = s->quota;
+		(*quotas)[nquotas].from = wi_scan_start(s->stopped_at);
+		(*quotas)[nquotas].reconciled = s->share_quota;
 		nquotas++;
 	}
 	return nquotas;
 }
 
-/* The claim of this pass returned a job of source, due at next_attempt_at. */
+/* The claim of this pass returned a job of source, due at next_attempt_at; reconciled: no webhook announced it. */
 void
-wi_sched_claimed(const char *source, TimestampTz next_attempt_at)
+wi_sched_claimed(const char *source, TimestampTz next_attempt_at, bool reconciled)
 {
 	SourceSched *s = wi_sched_lookup(source);
 
 	if (s == NULL)
 		return;
 	s->claimed++;
+	s->claimed_reconciled += reconciled ? 1 : 0;
 	s->last_due = Max(s->last_due, next_attempt_at);
 }
 
 /*
  * The pass's claim is done: a source that got less than its quota has no
- * more due work (its walk covered everything up to claim_start); one that
- * got its quota may have more, and its next walk resumes where this one
- * stopped.  Returns the jobs claimed in the pass.
+ * more due work (its walk covered everything up to claim_start) - unless
+ * its share held back the jobs no webhook announced: its walk starts where
+ * it did; one that got its quota may have more, and its next walk resumes
+ * where this one stopped.  Returns the jobs claimed in the pass.
  */
 int
 wi_sched_end_pass(TimestampTz claim_start)
@@ -410,17 +481,20 @@ wi_sched_end_pass(TimestampTz claim_start)
 			continue;
 		s->drained = s->claimed < s->quota;
 		s->backlogged = !s->drained;
-		s->stopped_at = s->drained ? claim_start : s->last_due;
+		s->share_held = s->drained && s->share_quota >= 0 && s->claimed_reconciled == s->share_quota;
+		if (!s->share_held)
+			s->stopped_at = s->drained ? claim_start : s->last_due;
 		s->claiming += s->claimed;
+		s->claiming_reconciled += s->claimed_reconciled;
 		total += s->claimed;
 		s->quota = 0;
 	}
 	return total;
 }
 
-/* A claimed job's fetch starts (after the claim committed). */
+/* A claimed job's (or page's) fetch starts (after the claim committed); reconciled: within the share. */
 void
-wi_sched_started(const char *source)
+wi_sched_started(const char *source, bool reconciled)
 {
 	SourceSched *s = wi_sched_lookup(source);
 
@@ -430,6 +504,11 @@ wi_sched_started(const char *source)
 	s->in_flight++;
 	if (s->rate_limit > 0)
 		s->tokens -= 1;
+	if (!reconciled)
+		return;
+	s->reconciling++;
+	if (s->share_burst > 0)
+		s->share_tokens -= 1;
 }
 
 /*
@@ -467,9 +546,9 @@ wi_sched_finished(const char *source, bool answered, long throttle_s, const char
 	strlcpy(s->throttled_by, throttle_by, sizeof(s->throttled_by));
 }
 
-/* A claimed job of source is no longer in flight: completed by an apply worker, or given up. */
+/* A claimed job (or page) of source is no longer in flight: completed by an apply worker, or given up. */
 void
-wi_sched_completed(const char *source)
+wi_sched_completed(const char *source, bool reconciled)
 {
 	SourceSched *s = wi_sched_lookup(source);
 
@@ -477,6 +556,97 @@ wi_sched_completed(const char *source)
 		return;
 	wi_sched_state_changed();
 	s->in_flight = Max(s->in_flight - 1, 0);
+	if (reconciled)
+		s->reconciling = Max(s->reconciling - 1, 0);
+}
+
+/* Does the source reconcile (as the last read of sources found)? */
+bool
+wi_sched_reconciles(const char *source)
+{
+	SourceSched *s = wi_sched_lookup(source);
+
+	return s != NULL && s->share > 0;
+}
+
+/* Does any source reconcile? */
+bool
+wi_sched_any_reconciles(void)
+{
+	HASH_SEQ_STATUS seq;
+	SourceSched *s;
+
+	hash_seq_init(&seq, wi_sched_sources);
+	while ((s = hash_seq_search(&seq)) != NULL)
+	{
+		if (s->share > 0 && s->present)
+		{
+			hash_seq_term(&seq);
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * When a rate-limited source that reconciles has a token in its bucket and
+ * in its share's (both refilled now); DT_NOEND: it has both now (what holds
+ * it back is no bucket).
+ */
+static TimestampTz
+tokens_at(SourceSched *s, TimestampTz now)
+{
+	TimestampTz at = DT_NOBEGIN;
+
+	refill_tokens(s, now);
+	refill_bucket(&s->share_tokens, &s->share_tokens_at, s->share * s->rate_limit, s->share_burst, now);
+	if (s->tokens < 1)
+		at = next_token_at(s->tokens, s->tokens_at, s->rate_limit);
+	if (s->share_tokens < 1)
+		at = Max(at, next_token_at(s->share_tokens, s->share_tokens_at, s->share * s->rate_limit));
+	return at == DT_NOBEGIN ? DT_NOEND : at;
+}
+
+/*
+ * The sources that reconcile and may start a list page's fetch now (the
+ * room allowance() and share_room() give), for the page claim: their names
+ * into *names (palloc'd); how many.  *retry_at: the soonest a source held
+ * back by a bucket has a token again (DT_NOEND: none is).
+ */
+int
+wi_sched_page_candidates(TimestampTz now, const char ***names, TimestampTz *retry_at)
+{
+	HASH_SEQ_STATUS seq;
+	SourceSched *s;
+	int			n = 0;
+
+	*names = palloc(sizeof(char *) * Max(hash_get_num_entries(wi_sched_sources), 1));
+	*retry_at = DT_NOEND;
+	wi_sched_state_changed();
+	hash_seq_init(&seq, wi_sched_sources);
+	while ((s = hash_seq_search(&seq)) != NULL)
+	{
+		if (s->share <= 0 || !s->present || s->paused)
+			continue;
+		if (allowance(s, now) > 0 && share_room(s, now) > 0)
+			(*names)[n++] = s->name;
+		else if (s->rate_limit > 0)
+			*retry_at = Min(*retry_at, tokens_at(s, now));
+	}
+	return n;
+}
+
+/* The page claim took a list page of source: it counts as claimed until its fetch starts. */
+void
+wi_sched_page_claimed(const char *source)
+{
+	SourceSched *s = wi_sched_lookup(source);
+
+	if (s == NULL)
+		return;
+	wi_sched_state_changed();
+	s->claiming++;
+	s->claiming_reconciled++;
 }
 
 /* Where a scan starts again: where the last one stopped, less the margin. */
@@ -500,17 +670,7 @@ wi_sched_rewind(void)
 		s->stopped_at = DT_NOBEGIN;
 }
 
-/*
- * When the bucket of s has a token again; at most a day ahead (a rate_limit
- * of 1e-14 per second would put it past the end of time).
- */
-static TimestampTz
-next_token_at(const SourceSched *s)
-{
-	double		wait_us = ceil((1 - s->tokens + 1e-6) * USECS_PER_SEC / s->rate_limit);
 
-	return s->tokens_at + (TimestampTz) Min(wait_us, (double) USECS_PER_DAY);
-}
 
 /*
  * Milliseconds until a source held back by a limit may fetch again: a
@@ -533,7 +693,10 @@ wi_sched_wait_ms(TimestampTz now)
 			if (s->throttled_until != 0)	/* ends then, or has ended: a claim is due */
 				soonest_wake = Min(soonest_wake, s->throttled_until);
 			else if (s->present && !s->paused && s->backlogged && s->rate_limit > 0 && s->tokens < 1)
-				soonest_wake = Min(soonest_wake, next_token_at(s));
+				soonest_wake = Min(soonest_wake, next_token_at(s->tokens, s->tokens_at, s->rate_limit));
+			else if (s->present && !s->paused && s->share_held && s->share_burst > 0 && s->share_tokens < 1)
+				soonest_wake = Min(soonest_wake, next_token_at(s->share_tokens, s->share_tokens_at,
+															   s->share * s->rate_limit));
 		}
 		soonest_wake_known = true;
 	}

@@ -51,6 +51,20 @@ typedef struct SourceSched
 	int			claimed;
 	TimestampTz last_due;
 
+	/*
+	 * Reconciliation (issue 30): list pages and jobs no webhook announced
+	 * take at most share of the limits above (they count against them too).
+	 */
+	double		share;			/* 0: the source does not reconcile */
+	double		share_tokens;	/* share x rate_limit a second, share x rate_burst deep (at least 1) */
+	TimestampTz share_tokens_at;
+	int			share_burst;
+	int			reconciling;	/* of in_flight, fetches for reconciliation */
+	int			claiming_reconciled;	/* of claiming */
+	int			share_quota;	/* in the pass: at most this many jobs no webhook announced; -1: any job */
+	int			claimed_reconciled; /* of claimed */
+	bool		share_held;		/* its last pass was held back by its share, not drained */
+
 	/* apply workers' time (sched_apply.c) */
 	List	   *ready;			/* fetched results (Transfers) waiting for an apply worker */
 	int			nready;

@@ -2,7 +2,8 @@
  * worker_loop.c
  *		One pass of the fetcher's loop, step by step: reload settings,
  *		housekeeping (expired leases, parked jobs, retention, event ids), the
- *		poll, refilling free transfer slots with claims, handing what
+ *		poll, refilling free transfer slots with claims, then with the list
+ *		pages of reconciliation sweeps (reconcile_claim.c), handing what
  *		finished to the apply workers (apply_dispatch.c), and waiting on one
  *		WaitEventSet for the latch (also set by the apply workers' queues),
  *		postmaster death, curl's sockets and curl's timer.  Everything the
@@ -174,6 +175,7 @@ housekeeping(WorkerLoop *loop)
 		loop->last_lease_check = now;
 		(void) wi_park_paused();
 		rewind_claims(loop);
+		loop->next_pages = 0;	/* rows written another way */
 		loop->next_lease_check = TimestampTzPlusMilliseconds(now, wi_poll_interval_ms * 10L);
 	}
 	if (now >= loop->next_clean_up)
@@ -228,6 +230,37 @@ finished(WorkerLoop *loop, Transfer *t)
 	wi_dispatch_result(t);
 }
 
+/* What a fetch is for, in a message. */
+static char *
+fetch_name(Transfer *t)
+{
+	if (t->page)
+		return psprintf("list page \"%s\" of source \"%s\"", wi_clip(t->url, strlen(t->url)), t->source);
+	return psprintf("job %lld", (long long) t->job_id);
+}
+
+/* Start the fetch of a claimed job (or list page). */
+static void
+start_fetch(WorkerLoop *loop, Transfer *t)
+{
+	const char *error;
+
+	wi_dispatch_claimed_again(t->job_id);
+	wi_sched_started(t->source, t->reconciled);
+	t->started = GetCurrentTimestamp();
+	if (!wi_http_start(t, wi_connect_timeout_ms, &error))
+	{
+		/* Counts as a failed attempt (a refused address ends the job: verdict.c). */
+		if (error != NULL)
+			ereport(WARNING,
+					(errcode(ERRCODE_SYSTEM_ERROR),
+					 errmsg("webhook_ingest worker: could not start fetching %s: %s", fetch_name(t), error)));
+		t->result = CURLE_FAILED_INIT;
+		wi_sched_finished(t->source, false, -1, NULL);
+		finished(loop, t);
+	}
+}
+
 /* Claim as many due jobs as there are free slots, and start their fetches. */
 static void
 refill(WorkerLoop *loop)
@@ -240,6 +273,9 @@ refill(WorkerLoop *loop)
 	/* A source held back by a limit or a throttle may fetch again. */
 	if (wi_sched_wait_ms(before) == 0)
 		loop->claim_now = true;
+	/* A list page may be due: the jobs are claimed first, it gets the slots they leave. */
+	if (before >= loop->next_pages)
+		loop->claim_now = true;
 	if (!loop->claim_now || capacity <= 0)
 		return;
 	claimed = wi_claim(capacity, wi_lease_timeout_s, loop->job_cxt);
@@ -251,28 +287,38 @@ refill(WorkerLoop *loop)
 	foreach(lc, claimed)
 	{
 		Transfer   *t = (Transfer *) lfirst(lc);
-		const char *error;
 
-		wi_dispatch_claimed_again(t->job_id);
-		wi_sched_started(t->source);
 		t->max_body = (size_t) wi_max_response_size_kb * 1024;
-		t->started = GetCurrentTimestamp();
-		if (!wi_http_start(t, wi_connect_timeout_ms, &error))
-		{
-			/* Counts as a failed attempt (a refused address ends the job: verdict.c). */
-			if (error != NULL)
-				ereport(WARNING,
-						(errcode(ERRCODE_SYSTEM_ERROR),
-						 errmsg("webhook_ingest worker: could not start fetching job %lld: %s",
-								(long long) t->job_id, error)));
-			t->result = CURLE_FAILED_INIT;
-			wi_sched_finished(t->source, false, -1, NULL);
-			finished(loop, t);
-		}
+		start_fetch(loop, t);
 	}
 	list_free(claimed);
 	if (claimed != NIL)
 		wi_http_on_timer();		/* let curl start the new transfers */
+}
+
+/*
+ * Reconciliation: the due list pages of the sources with room, in the slots
+ * the jobs left (webhooks first), when one may be due - at a sweep's time,
+ * once a page was answered (the next may be due), when sources changed, at
+ * the lease check's round - and start their fetches.
+ */
+static void
+refill_pages(WorkerLoop *loop)
+{
+	int			capacity = free_slots(loop);
+	List	   *pages;
+	ListCell   *lc;
+
+	if (wi_sources_reread())
+		loop->next_pages = 0;
+	if (capacity <= 0 || GetCurrentTimestamp() < loop->next_pages)
+		return;
+	pages = wi_claim_pages(capacity, loop->job_cxt, &loop->next_pages);
+	foreach(lc, pages)
+		start_fetch(loop, (Transfer *) lfirst(lc));
+	list_free(pages);
+	if (pages != NIL)
+		wi_http_on_timer();
 }
 
 /*
@@ -293,6 +339,8 @@ hand_over(WorkerLoop *loop)
 		some = true;
 	}
 	wi_dispatch_pass(&loop->counters);
+	if (wi_dispatch_page_answered())
+		loop->next_pages = 0;	/* its sweep's next page may be due now */
 	if (some)
 		loop->claim_now = true;
 	return some;
@@ -331,6 +379,8 @@ wait_for_events(WorkerLoop *loop)
 	/* (while every slot is taken, a completion wakes the loop anyway) */
 	if (sched_ms >= 0 && free_slots(loop) > 0)
 		timeout = Min(timeout, sched_ms);
+	if (loop->next_pages != DT_NOEND && free_slots(loop) > 0)
+		timeout = Min(timeout, Max(0, (long) ((loop->next_pages - GetCurrentTimestamp() + 999) / 1000)));
 	if (wi_dispatch_timeout_ms() >= 0)
 		timeout = Min(timeout, Max(wi_dispatch_timeout_ms(), 1));
 	nevents = WaitEventSetWait(loop->wait_set, timeout, events, lengthof(events),
@@ -368,6 +418,7 @@ wi_loop_pass(WorkerLoop *loop)
 	housekeeping(loop);
 	poll_if_due(loop);
 	refill(loop);
+	refill_pages(loop);
 	if (hand_over(loop))
 		return;					/* straight to the next pass: slots are free */
 	wait_for_events(loop);

@@ -29,6 +29,7 @@ typedef struct WorkerLoop
 	TimestampTz next_poll;
 	bool		rewound;		/* the next claim walks from the start (WI_SCAN_MARGIN_MS) */
 	bool		full_claims_slow;
+	TimestampTz next_pages;		/* when to look for due list pages (reconciliation); 0: now */
 
 	/* housekeeping */
 	TimestampTz next_lease_check;

@@ -17,6 +17,7 @@
 #include "catalog/pg_type.h"
 #include "pgstat.h"
 #include "utils/array.h"
+#include "utils/builtins.h"
 #include "utils/elog.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
@@ -106,6 +107,40 @@ wi_id_array(const int64 *ids, int n)
 	for (int i = 0; i < n; i++)
 		elems[i] = Int64GetDatum(ids[i]);
 	return PointerGetDatum(construct_array(elems, n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+/* A text[] of strings, for a statement's parameter. */
+Datum
+wi_text_array(const char **values, int n)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		elems[i] = CStringGetTextDatum(values[i]);
+	return PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+/* A timestamptz[], for a statement's parameter. */
+Datum
+wi_timestamptz_array(const TimestampTz *values, int n)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		elems[i] = TimestampTzGetDatum(values[i]);
+	return PointerGetDatum(construct_array(elems, n, TIMESTAMPTZOID, sizeof(TimestampTz), FLOAT8PASSBYVAL,
+										   TYPALIGN_DOUBLE));
+}
+
+/* An int4[], for a statement's parameter. */
+Datum
+wi_int4_array(const int *values, int n)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		elems[i] = Int32GetDatum(values[i]);
+	return PointerGetDatum(construct_array(elems, n, INT4OID, 4, true, TYPALIGN_INT));
 }
 
 static int

@@ -49,14 +49,19 @@ Paginated lists over objects that change, for reconciliation (worlds, one per ?k
                    external id, payload what the sender's webhook carries
   /reconcile/bad?kind=K&page=P[&times=T]  page P of the world's list answers badly T times (1; -1: always):
                    notjson (200, HTML), noid (an item without its id), repeat (the next page is this
-                   one again), huge (a valid 10 MB page), 500
+                   one again), huge (a valid 10 MB page), 500, retryafter (503 with Retry-After: 3)
   /reconcile/state                     every object's current version, {"<id>": version}
   /reconcile/documents?ids=A,B         those objects as their fetches return them, {"<id>": document}
+  /reconcile/requests                  what the world was asked: {"pages": {"<page>": requests},
+                   "fetches": {"<id>": requests}, "log": [["page N" or "fetch ID", at, credential]]}:
+                   at, when it was answered (after any delay_ms); credential, the request's
+                   Authorization or X-Shopify-Access-Token header
   /github/repos/O/R/issues?since=ISO&per_page=P&page=N   issues updated at or after since, oldest
                    first, a JSON array, Link: <...>; rel="next" (and "last", "prev", "first")
   /github/repos/O/R/issues/<number>    one issue
   /shopify/admin/api/V/products.json?updated_at_min=ISO&limit=L   {"products": [...]} by id, then
-                   ?page_info=T&limit=L from Link: <...>; rel="next" (rel="previous" too)
+                   ?page_info=T&limit=L from Link: <...>; rel="next" (rel="previous" too, first, in a
+                   Link header of its own)
   /shopify/admin/api/V/products/<id>.json   {"product": {...}}
   /stripe/v1/events?created[gte]=T&limit=L&starting_after=evt   {"object": "list", "data": [events,
                    newest first], "has_more"}: one customer.updated event per change

@@ -1,6 +1,6 @@
 """test/upstream_lists.py: the paginated list endpoints of test/upstream.py, for
 reconciliation (issue 30): worlds of objects that change, listed in the shapes
-of GitHub (since, Link rel="next"), Shopify (updated_at_min, Link page_info)
+of GitHub (since, Link rel="next"), Shopify (updated_at_min, Link page_info; a Link header per rel)
 and Stripe (/v1/events, starting_after, has_more).  Standard library only;
 upstream.py routes /reconcile, /github, /shopify and /stripe here.
 
@@ -13,6 +13,8 @@ reconciliation must find.  Each handler returns (status, body, extra headers).
 """
 import base64
 import json
+import time
+from collections import Counter
 from datetime import datetime, timedelta, timezone
 from urllib.parse import urlencode
 
@@ -21,7 +23,8 @@ NO_WEBHOOK_EVERY = 10
 HUGE_BYTES = 10 * 1024 * 1024
 SHOPIFY_OFFSET = timezone(timedelta(hours=-5))
 
-worlds = {}     # key -> {"style", "n", "versions": {i: v}, "clock", "changes", "events": [(seq, v, i)], "bad"}
+worlds = {}     # key -> {"style", "n", "versions": {i: v}, "clock", "changes", "events": [(seq, v, i)], "bad",
+#                  "pages": Counter, "fetches": Counter, "log": [[what, answered at, credential]], "credential"}
 
 
 def arg(query, name, default):
@@ -82,7 +85,8 @@ def reset(query):
     if style not in ("github", "shopify", "stripe"):
         return 400, json.dumps({"error": "style is github, shopify or stripe"}), []
     world = {"style": style, "n": n, "versions": {i: i for i in range(1, n + 1)}, "clock": n, "changes": 0,
-             "events": [(i, i, i) for i in range(1, n + 1)], "bad": None}
+             "events": [(i, i, i) for i in range(1, n + 1)], "bad": None,
+             "pages": Counter(), "fetches": Counter(), "log": [], "credential": None}
     worlds[arg(query, "key", "")] = world
     return 200, json.dumps({"objects": n, "clock": n}), []
 
@@ -109,8 +113,15 @@ def bad(world, query):
     return 200, json.dumps(world["bad"]), []
 
 
+def requested(world, what, name):
+    """Count a request of a list page (what "page", name its number) or of an object ("fetch", its id)."""
+    world["pages" if what == "page" else "fetches"][str(name)] += 1
+    world["log"].append([f"{what} {name}", time.time(), world["credential"]])
+
+
 def badness(world, page):
-    """The bad kind this request of page gets, if any (and count it)."""
+    """The bad kind this request of page gets, if any (and count the request)."""
+    requested(world, "page", page)
     b = world["bad"]
     if b is None or b["page"] != page or b["times"] == 0:
         return None
@@ -125,6 +136,8 @@ def serve_page(kind, items, body_of, id_path, next_link):
         return 200, "<html><body>502 Bad Gateway</body></html>", []
     if kind == "500":
         return 500, '{"error": "list failed"}', []
+    if kind == "retryafter":
+        return 503, '{"error": "later"}', ["Retry-After: 3"]
     if kind == "noid" and len(items) > 1:
         item = items[1]
         for key in id_path[:-1]:
@@ -175,13 +188,14 @@ def shopify_list(world, path, query, host):
     kind = badness(world, info["page"])
     params = {"key": arg(query, "key", ""), "limit": limit}
     rels = []
-    if len(ids) > limit:
-        rels.append(("next", {"page_info": token({**info, "after": ids[limit - 1], "page": info["page"] + 1})}))
     if info["page"] > 1:
         rels.append(("previous", {"page_info": token({**info, "page": info["page"] - 1})}))
+    if len(ids) > limit:
+        rels.append(("next", {"page_info": token({**info, "after": ids[limit - 1], "page": info["page"] + 1})}))
     if kind == "repeat":
         rels = [("next", {"page_info": arg(query, "page_info", token(info))})]
-    header = [f"Link: {link(host, path, params, rels)}"] if rels else []
+    # a Link header per rel (rel="next" in the second from page 2 on): a client must read them all
+    header = [f"Link: {link(host, path, params, [rel])}" for rel in rels]
     return serve_page(kind, items, lambda xs: {"products": xs}, ["id"], header)
 
 
@@ -215,10 +229,16 @@ def document(world, i):
 
 
 def index_of(world, oid):
-    return next((i for i in world["versions"] if external_id(world, i) == oid), None)
+    """The object whose external id is oid, or None (without a walk over the world: a bench asks thousands)."""
+    digits = {"github": oid, "shopify": oid, "stripe": oid[4:] if oid.startswith("cus_") else ""}[world["style"]]
+    if not digits.isdigit():
+        return None
+    i = int(digits) - (7000 if world["style"] == "shopify" else 0)
+    return i if i in world["versions"] and external_id(world, i) == oid else None
 
 
 def one(world, oid):
+    requested(world, "fetch", oid)
     i = index_of(world, oid)
     if i is None:
         return 404, json.dumps({"error": "not found"}), []
@@ -243,6 +263,8 @@ def route(kind, parts, query, headers):
     if world is None:
         return 404, json.dumps({"error": "no such world (GET /reconcile/reset?key=K first)"}), []
     host, path, action = headers.get("host", "127.0.0.1"), "/" + "/".join(parts), parts[1:2]
+    # what the request was sent with (the source's headers), for the log
+    world["credential"] = headers.get("authorization") or headers.get("x-shopify-access-token")
     if kind == "reconcile":
         if action == ["change"]:
             return change(world, query)
@@ -250,6 +272,8 @@ def route(kind, parts, query, headers):
             return bad(world, query)
         if action == ["documents"]:
             return documents(world, query)
+        if action == ["requests"]:
+            return 200, json.dumps({"pages": world["pages"], "fetches": world["fetches"], "log": world["log"]}), []
         return 200, json.dumps({external_id(world, i): v for i, v in world["versions"].items()}), []
     if kind == "github" and parts[-1] == "issues":
         return github_list(world, path, query, host)
