@@ -53,6 +53,8 @@ PGDLLEXPORT void webhook_ingest_launcher_main(Datum arg);
 #define WI_BACKOFF_MAX_MS	60000
 /* A worker that ran this long before it died starts its back-off afresh. */
 #define WI_HEALTHY_MS		60000
+/* Starts a look or a stop asks for: at most one a second per database (audit 0.10.0 third pass, 5). */
+#define WI_LOOK_EVERY_MS	1000
 
 typedef enum DbState
 {
@@ -74,6 +76,7 @@ typedef struct DbEntry
 	bool		seen;			/* in the latest read of pg_database */
 	bool		recheck;		/* asked to look while a worker ran */
 	bool		told_capped;
+	TimestampTz looked_at;		/* when the last start a look or a stop asked for is (was) due */
 } DbEntry;
 
 static HTAB *databases = NULL;
@@ -233,6 +236,19 @@ read_databases(void)
 	CommitTransactionCommand();
 }
 
+/*
+ * A look (CREATE EXTENSION, a change of IS_TEMPLATE or ALLOW_CONNECTIONS, a
+ * rename) or a stop asks for a worker again: at most one start a second per
+ * database, however often its owner commits such a change.
+ */
+static void
+want_again(DbEntry *e)
+{
+	e->state = DB_WANT;
+	e->next_start = Max(e->next_start, TimestampTzPlusMilliseconds(e->looked_at, WI_LOOK_EVERY_MS));
+	e->looked_at = Max(e->next_start, GetCurrentTimestamp());
+}
+
 /* Databases someone asked us to look at: an idle one gets a worker again. */
 static void
 take_looks(void)
@@ -254,7 +270,7 @@ take_looks(void)
 		DbEntry    *e = hash_search(databases, &look[i], HASH_FIND, NULL);
 
 		if (e && e->state == DB_IDLE)
-			e->state = DB_WANT;
+			want_again(e);
 		else if (e && e->state == DB_RUNNING)
 			e->recheck = true;	/* it may have looked before the commit */
 	}
@@ -267,7 +283,7 @@ take_looks(void)
 		while ((e = hash_seq_search(&seq)) != NULL)
 		{
 			if (e->state == DB_IDLE)
-				e->state = DB_WANT;
+				want_again(e);
 			e->recheck = true;
 		}
 	}
@@ -301,10 +317,10 @@ after_exit(DbEntry *e, WiExitReason reason, bool stop_requested)
 	if (e->handle)
 		pfree(e->handle);
 	e->handle = NULL;
-	if (stop_requested || reason == WI_EXIT_STOPPED)
-		e->state = DB_WANT;
+	if (stop_requested || reason == WI_EXIT_STOPPED || (reason == WI_EXIT_NO_EXTENSION && e->recheck))
+		want_again(e);
 	else if (reason == WI_EXIT_NO_EXTENSION)
-		e->state = e->recheck ? DB_WANT : DB_IDLE;
+		e->state = DB_IDLE;
 	else
 	{
 		if (TimestampDifferenceExceeds(e->started, now, WI_HEALTHY_MS))
@@ -510,12 +526,14 @@ tend_databases(void)
 	{
 		if (e->state == DB_RUNNING)
 			reap(e);
-		if (e->state != DB_RUNNING && !e->seen)
+		/* (kept a while after a look: a database that comes back is not a new one to start at once) */
+		if (e->state != DB_RUNNING && !e->seen &&
+			TimestampDifferenceExceeds(e->looked_at, now, WI_LOOK_EVERY_MS))
 		{
 			(void) hash_search(databases, &e->database, HASH_REMOVE, NULL);
 			continue;
 		}
-		if (e->state == DB_WANT)
+		if (e->state == DB_WANT && e->seen)
 			due[ndue++] = e;
 	}
 	/* Started after the scan: start() runs a transaction, which must not span a hash scan. */

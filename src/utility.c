@@ -6,9 +6,10 @@
  *		database concerned is blocked (the launcher starts no worker there)
  *		and its worker asked to stop and waited for, so that dropdb() finds
  *		no other session; the block ends with the transaction.  At the
- *		commit of CREATE EXTENSION and CREATE DATABASE the launcher is woken
- *		to look at the database at once; at the commit of ALTER EXTENSION
- *		the database's worker is.
+ *		commit of CREATE EXTENSION, CREATE DATABASE and an ALTER DATABASE of
+ *		IS_TEMPLATE or ALLOW_CONNECTIONS the launcher is woken to look at the
+ *		database (at most once a second per database: launcher.c); at the
+ *		commit of ALTER EXTENSION the database's worker is.
  *
  * IDENTIFICATION
  *		src/utility.c
@@ -330,6 +331,22 @@ database_to_stop(Node *parsetree)
 	}
 }
 
+/* Does ALTER DATABASE change an option the launcher reads? */
+static bool
+changes_who_is_served(AlterDatabaseStmt *stmt)
+{
+	ListCell   *lc;
+
+	foreach(lc, stmt->options)
+	{
+		const char *option = ((DefElem *) lfirst(lc))->defname;
+
+		if (strcmp(option, "is_template") == 0 || strcmp(option, "allow_connections") == 0)
+			return true;
+	}
+	return false;
+}
+
 /* After the command: what to wake at commit. */
 static void
 wake_after(Node *parsetree)
@@ -345,8 +362,15 @@ wake_after(Node *parsetree)
 				wi_wake_worker_at_commit();
 			break;
 		case T_AlterDatabaseStmt:
-			/* IS_TEMPLATE, ALLOW_CONNECTIONS: the launcher reads pg_database again. */
-			look_at_commit(get_database_oid(((AlterDatabaseStmt *) parsetree)->dbname, true));
+			/*
+			 * IS_TEMPLATE, ALLOW_CONNECTIONS: the launcher reads pg_database
+			 * again.  No other option decides whether a database has a worker,
+			 * and a database's owner may change them in a loop (audit 0.10.0
+			 * third pass, 5: a look of a database without the extension is a
+			 * worker started to find that out).
+			 */
+			if (changes_who_is_served((AlterDatabaseStmt *) parsetree))
+				look_at_commit(get_database_oid(((AlterDatabaseStmt *) parsetree)->dbname, true));
 			break;
 		case T_CreatedbStmt:
 			{
