@@ -182,6 +182,7 @@ _PG_init(void)
 
 	wi_net_guard_define_gucs();
 	wi_egress_define_gucs();
+	wi_stats_define_gucs();
 
 #if PG_VERSION_NUM >= 150000
 	MarkGUCPrefixReserved("webhook_ingest");

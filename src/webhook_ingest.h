@@ -106,6 +106,7 @@ extern uint32 wi_wait_event(WiWaitEvent event);
 struct FunctionCallInfoBaseData;
 extern void wi_init_srf(struct FunctionCallInfoBaseData *fcinfo);
 #endif
+extern void wi_stats_define_gucs(void);
 extern Size wi_stats_shmem_size(void);
 extern void wi_stats_shmem_request(void);
 extern void wi_stats_shmem_startup(void);
