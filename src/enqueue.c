@@ -55,6 +55,7 @@
 #include "enqueue.h"
 
 PG_FUNCTION_INFO_V1(webhook_ingest_enqueue);
+PG_FUNCTION_INFO_V1(webhook_ingest_payload_size);
 
 typedef enum EnqueueOutcome
 {
@@ -281,6 +282,18 @@ wi_check_payload_size(Datum payload)
 						size, wi_max_payload_size_kb),
 				 errdetail("The size is that of the jsonb value, uncompressed."),
 				 errhint("Pass the object id and let the worker fetch the object, or raise webhook_ingest.max_payload_size.")));
+}
+
+/*
+ * _payload_size(jsonb) returns bigint: the size max_payload_size measures
+ * (uncompressed, however the value is stored or was fetched), for the dead
+ * payloads' accounting (dead_payload_limit): the same value always counts
+ * the same, so what is added when a job dies is what is taken off later.
+ */
+Datum
+webhook_ingest_payload_size(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT64((int64) toast_raw_datum_size(PG_GETARG_DATUM(0)));
 }
 
 /*

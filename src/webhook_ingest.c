@@ -37,6 +37,7 @@ int			wi_connect_timeout_ms = 5000;
 int			wi_handler_timeout_ms = 2000;
 int			wi_lock_timeout_ms = 50;
 int			wi_max_payload_size_kb = 1024;
+int			wi_dead_payload_limit_kb = 64 * 1024;
 
 void		_PG_init(void);
 
@@ -178,6 +179,15 @@ _PG_init(void)
 							&wi_max_payload_size_kb,
 							1024, 1, 1024 * 1024,
 							PGC_SUSET, GUC_UNIT_KB,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("webhook_ingest.dead_payload_limit",
+							"Most payload bytes one source's dead jobs keep.",
+							"A job that dies while its source's dead jobs keep this much loses its payload "
+							"(its row stays, last_error says so); -1: no limit. An object keeps one dead job, its newest.",
+							&wi_dead_payload_limit_kb,
+							64 * 1024, -1, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_KB,
 							NULL, NULL, NULL);
 
 	wi_net_guard_define_gucs();

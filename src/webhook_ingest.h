@@ -42,6 +42,7 @@ extern int	wi_retention_s;
 extern int	wi_handler_timeout_ms;
 extern int	wi_lock_timeout_ms;
 extern int	wi_max_payload_size_kb;
+extern int	wi_dead_payload_limit_kb;
 
 /* What the worker has done since it started (worker_status). */
 typedef struct WiCounters
