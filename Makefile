@@ -169,6 +169,8 @@ unit-suite: header-check
 	$(CC) $(CFLAGS) -DFRONTEND $(CPPFLAGS) -o test/unit/throttle_test test/unit/throttle_test.c src/retry_after.c \
 		-L$(pkglibdir) -lpgcommon -lpgport -lcurl
 	test/unit/throttle_test
+	$(CC) $(CFLAGS) -Isrc -o test/unit/siphash_test test/unit/siphash_test.c src/siphash.c
+	test/unit/siphash_test
 # The fuzz targets (test/fuzz) run once on each committed seed and crash
 # input, built with gcc's ASan and UBSan instead of libFuzzer: their
 # invariants hold there.  make fuzz is the real fuzzing.

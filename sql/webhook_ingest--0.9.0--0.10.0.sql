@@ -16,6 +16,247 @@
 REVOKE ALL ON FUNCTION webhook_ingest._packed_jobs(bigint) FROM PUBLIC;
 
 /*
+ * The tables this section changes, in the order their users take them
+ * (enqueue() the queue before the ledger, purge_events() its position
+ * before the ledger), held to the end: catalog work, and what is bounded by
+ * the dead jobs and the backlog.
+ */
+LOCK TABLE webhook_ingest.queue, webhook_ingest.purge_position, webhook_ingest.event_ledger IN ACCESS EXCLUSIVE MODE;
+
+/*
+ * 1. The dedup ledger could be hash-flooded.  event_ledger_once hashed its
+ * keys with hashtext(), PostgreSQL's unseeded lookup3: event ids with one
+ * hash code are cheap to make (test/audit/ledger_collide.c), and every
+ * insert then compared its id with every colliding one (2 000 enqueues of
+ * such ids: 0.3 s, then 2.2, 6.7, 12.8 s per batch).  The exclusion
+ * constraint now hashes with webhook_ingest.ledger_ops: SipHash-2-4 under a
+ * key of this cluster's (src/ledger_key.c), which no role but the owner may
+ * read.  The index still holds 4-byte codes (no byte more per webhook), and
+ * every candidate is still checked against the full id (dedup exact).
+ *
+ * The update is catalog work only: 0.9.0's ledger becomes event_ledger_090
+ * (its file and its index as they were) and a new, empty event_ledger takes
+ * the inserts.  enqueue() and receive() also check event_ledger_090 while it
+ * holds ids (its relation has pages); purge_events() - which the worker
+ * calls in every clean-up round - moves them into the new ledger a few pages
+ * a call (those older than dedup_window are forgotten instead), then
+ * truncates it.  An id is in one of the two: the move deletes and inserts
+ * in one statement, and a probe of the old ledger sees a row being moved
+ * until the move commits.  A fresh install has event_ledger_090 too, empty.
+ */
+CREATE TABLE webhook_ingest.ledger_key (
+    only_row        boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+    key             bytea NOT NULL CHECK (octet_length(key) = 16)
+);
+COMMENT ON TABLE webhook_ingest.ledger_key IS
+    'the key of the dedup ledger''s hash (webhook_ingest.ledger_ops): random, made at CREATE EXTENSION, never changed';
+-- 122 random bits (pg_strong_random); not dumped: a restore makes its own and builds the index with it
+INSERT INTO webhook_ingest.ledger_key (key) VALUES (pg_catalog.uuid_send(pg_catalog.gen_random_uuid()));
+REVOKE ALL ON webhook_ingest.ledger_key FROM PUBLIC;
+
+CREATE FUNCTION webhook_ingest._ledger_hash(text)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'webhook_ingest_ledger_hash'
+LANGUAGE C IMMUTABLE STRICT PARALLEL RESTRICTED;
+REVOKE ALL ON FUNCTION webhook_ingest._ledger_hash(text) FROM PUBLIC;
+CREATE OPERATOR CLASS webhook_ingest.ledger_ops FOR TYPE text USING hash AS
+    OPERATOR 1 pg_catalog.= (text, text),
+    FUNCTION 1 webhook_ingest._ledger_hash(text);
+
+ALTER TABLE webhook_ingest.event_ledger RENAME TO event_ledger_090;
+ALTER INDEX webhook_ingest.event_ledger_once RENAME TO event_ledger_090_once;
+COMMENT ON TABLE webhook_ingest.event_ledger_090 IS
+    '0.9.0''s event ids, under an unseeded hash: moved into event_ledger by purge_events(), then truncated';
+CREATE TABLE webhook_ingest.event_ledger (
+    source_id       integer NOT NULL,
+    received        integer NOT NULL DEFAULT webhook_ingest._seconds(now()),
+    event_id        text COLLATE "C" NOT NULL,
+    CONSTRAINT event_ledger_once
+        EXCLUDE USING hash (((source_id::text || ':') || event_id) webhook_ingest.ledger_ops WITH =)
+        WITH (fillfactor = 100)
+) WITH (autovacuum_vacuum_scale_factor = 0.05, autovacuum_vacuum_cost_delay = 0);
+COMMENT ON TABLE webhook_ingest.event_ledger IS
+    'event ids accepted per source (sources.id), remembered for webhook_ingest.dedup_window; received: seconds since 2000-01-01 UTC';
+REVOKE ALL ON webhook_ingest.event_ledger FROM PUBLIC;
+GRANT SELECT ON webhook_ingest.event_ledger TO webhook_ingest_admin;
+-- (0.9.0's stays registered too: a dump taken during the move keeps the ids not moved yet)
+SELECT pg_catalog.pg_extension_config_dump('webhook_ingest.event_ledger', '');
+ALTER TABLE webhook_ingest.purge_position ADD COLUMN ledger_090_page bigint NOT NULL DEFAULT 0;
+
+CREATE OR REPLACE VIEW webhook_ingest.events AS
+SELECT s.name AS source, e.event_id, webhook_ingest._at(e.received) AS received_at
+  FROM webhook_ingest.event_ledger e
+  JOIN webhook_ingest.sources s ON s.id = e.source_id
+UNION ALL
+SELECT s.name, o.event_id, webhook_ingest._at(o.received)
+  FROM webhook_ingest.event_ledger_090 o
+  JOIN webhook_ingest.sources s ON s.id = o.source_id
+UNION ALL
+SELECT l.source, l.event_id, l.received_at FROM webhook_ingest.events_legacy l;
+
+-- 0.6.0's, with the ledger of 0.9.0 as a third place an id written to the view may be.
+CREATE OR REPLACE FUNCTION webhook_ingest._events_write()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    new_id integer;
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        SELECT s.id INTO new_id FROM webhook_ingest.sources s WHERE s.name = NEW.source;
+        IF new_id IS NULL THEN
+            -- (a 0.5.0 dump restored: its events may come before its sources) the old
+            -- ledger's shape, which enqueue checks too, and which goes whole after dedup_window
+            INSERT INTO webhook_ingest.events_legacy (source, event_id, received_at)
+            VALUES (NEW.source, NEW.event_id, coalesce(NEW.received_at, now()));
+        ELSE
+            INSERT INTO webhook_ingest.event_ledger (source_id, received, event_id)
+            VALUES (new_id, webhook_ingest._seconds(coalesce(NEW.received_at, now())), NEW.event_id);
+        END IF;
+        RETURN NEW;
+    END IF;
+    IF TG_OP = 'UPDATE' THEN
+        SELECT s.id INTO new_id FROM webhook_ingest.sources s WHERE s.name = NEW.source;
+        IF new_id IS NULL THEN
+            RAISE EXCEPTION 'source "%" does not exist', webhook_ingest._clip(NEW.source)
+                USING ERRCODE = 'undefined_object';
+        END IF;
+        UPDATE webhook_ingest.event_ledger e
+           SET source_id = new_id, event_id = NEW.event_id, received = webhook_ingest._seconds(NEW.received_at)
+          FROM webhook_ingest.sources s
+         WHERE s.id = e.source_id AND s.name = OLD.source AND e.event_id = OLD.event_id;
+        IF NOT FOUND THEN
+            UPDATE webhook_ingest.event_ledger_090 e
+               SET source_id = new_id, event_id = NEW.event_id, received = webhook_ingest._seconds(NEW.received_at)
+              FROM webhook_ingest.sources s
+             WHERE s.id = e.source_id AND s.name = OLD.source AND e.event_id = OLD.event_id;
+        END IF;
+        IF NOT FOUND THEN
+            UPDATE webhook_ingest.events_legacy l
+               SET source = NEW.source, event_id = NEW.event_id, received_at = NEW.received_at
+             WHERE l.source = OLD.source AND l.event_id = OLD.event_id;
+        END IF;
+        RETURN NEW;
+    END IF;
+    DELETE FROM webhook_ingest.event_ledger e
+     USING webhook_ingest.sources s
+     WHERE s.id = e.source_id AND s.name = OLD.source AND e.event_id = OLD.event_id;
+    DELETE FROM webhook_ingest.event_ledger_090 e
+     USING webhook_ingest.sources s
+     WHERE s.id = e.source_id AND s.name = OLD.source AND e.event_id = OLD.event_id;
+    DELETE FROM webhook_ingest.events_legacy l WHERE l.source = OLD.source AND l.event_id = OLD.event_id;
+    RETURN OLD;
+END
+$fn$;
+
+/*
+ * One step of the move of 0.9.0's ledger: the ids of up to pages pages of
+ * event_ledger_090 from where the last step stopped (purge_position), into
+ * event_ledger (those older than window_start forgotten); once past its last
+ * page, it is truncated (its disk back at once; under a short lock_timeout,
+ * else the next step tries again).  The caller holds the purge_position row.
+ * Returns the ids looked at (0: nothing left).
+ */
+CREATE FUNCTION webhook_ingest._move_ledger_090(pages integer, window_start timestamptz)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    first_page bigint;
+    last_page bigint := pg_relation_size('webhook_ingest.event_ledger_090') / current_setting('block_size')::bigint;
+    saved_lock_timeout text := current_setting('lock_timeout');
+    moved bigint;
+BEGIN
+    IF last_page = 0 THEN
+        RETURN 0;
+    END IF;
+    SELECT p.ledger_090_page INTO first_page FROM webhook_ingest.purge_position p;
+    IF first_page >= last_page THEN
+        BEGIN
+            PERFORM set_config('lock_timeout', '50ms', true);
+            TRUNCATE webhook_ingest.event_ledger_090;
+            UPDATE webhook_ingest.purge_position SET ledger_090_page = 0;
+            PERFORM set_config('lock_timeout', saved_lock_timeout, true);
+        EXCEPTION WHEN lock_not_available THEN
+            NULL;           -- enqueue() calls hold it: next step
+        END;
+        RETURN 0;
+    END IF;
+    WITH gone AS (
+        DELETE FROM webhook_ingest.event_ledger_090 o
+         WHERE o.ctid >= format('(%s,0)', first_page)::tid
+           AND o.ctid < format('(%s,0)', first_page + pages)::tid
+        RETURNING o.source_id, o.received, o.event_id),
+    kept AS (
+        INSERT INTO webhook_ingest.event_ledger (source_id, received, event_id)
+        SELECT g.source_id, g.received, g.event_id FROM gone g
+         WHERE g.received >= webhook_ingest._seconds(window_start)
+        ON CONFLICT DO NOTHING
+        RETURNING 1)
+    SELECT count(*) INTO moved FROM gone;
+    UPDATE webhook_ingest.purge_position SET ledger_090_page = first_page + pages;
+    RETURN greatest(moved, 1);
+END
+$fn$;
+REVOKE ALL ON FUNCTION webhook_ingest._move_ledger_090(integer, timestamptz) FROM PUBLIC;
+
+/*
+ * purge_events: 0.6.0's walk over the ledger's pages, after a step of the
+ * move of 0.9.0's ledger (at most 25 pages a call, about 2 700 ids: the
+ * worker's clean-up rounds stay short); what it returns counts both.
+ */
+CREATE OR REPLACE FUNCTION webhook_ingest.purge_events(max_pages integer DEFAULT 1000)
+RETURNS bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    pages bigint;
+    first_page bigint;
+    last_page bigint;
+    forgotten bigint;
+    moved bigint;
+    window_start timestamptz := now() - current_setting('webhook_ingest.dedup_window')::interval;
+    saved_lock_timeout text := current_setting('lock_timeout');
+BEGIN
+    IF max_pages IS NULL OR max_pages < 1 THEN
+        RAISE EXCEPTION 'max_pages must be at least 1' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- One purge at a time; enqueue() never touches this row.
+    SELECT p.next_page INTO first_page FROM webhook_ingest.purge_position p FOR UPDATE;
+    moved := webhook_ingest._move_ledger_090(least(max_pages, 25), window_start);
+    pages := pg_relation_size('webhook_ingest.event_ledger') / current_setting('block_size')::bigint;
+    IF first_page >= pages THEN
+        first_page := 0;
+    END IF;
+    last_page := first_page + max_pages;
+    DELETE FROM webhook_ingest.event_ledger e
+     WHERE e.ctid >= format('(%s,0)', first_page)::tid
+       AND e.ctid < format('(%s,0)', last_page)::tid
+       AND e.received < webhook_ingest._seconds(window_start);
+    GET DIAGNOSTICS forgotten = ROW_COUNT;
+    UPDATE webhook_ingest.purge_position
+       SET next_page = CASE WHEN last_page >= pages THEN 0 ELSE last_page END;
+    IF EXISTS (SELECT FROM webhook_ingest.legacy_migration m
+                WHERE NOT m.events_truncated AND m.upgraded_at < window_start) THEN
+        BEGIN
+            -- (a subtransaction: the setting is put back on either way out)
+            PERFORM set_config('lock_timeout', '50ms', true);
+            TRUNCATE webhook_ingest.events_legacy;
+            UPDATE webhook_ingest.legacy_migration SET events_truncated = true;
+            PERFORM set_config('lock_timeout', saved_lock_timeout, true);
+        EXCEPTION WHEN lock_not_available THEN
+            NULL;           -- enqueue() calls hold it: next call
+        END;
+    END IF;
+    RETURN forgotten + moved;
+END
+$fn$;
+
+/*
  * 3. Dead jobs keep bounded storage, per object and per source.  0.9.0 kept
  * every dead job with its payload until someone retried or deleted it: each
  * new webhook for an object whose job is dead makes a new pending job (as it
