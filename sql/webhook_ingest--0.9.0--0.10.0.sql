@@ -94,68 +94,43 @@ SELECT s.name, o.event_id, webhook_ingest._at(o.received)
 UNION ALL
 SELECT l.source, l.event_id, l.received_at FROM webhook_ingest.events_legacy l;
 
--- 0.6.0's, with the ledger of 0.9.0 as a third place an id written to the view may be.
-CREATE OR REPLACE FUNCTION webhook_ingest._events_write()
+/*
+ * A row of the view that is still in 0.9.0's ledger: an UPDATE or DELETE
+ * through the view reaches it there too (after events_write, 0.6.0's
+ * trigger, has looked in the other two: an id is in one place only).
+ */
+CREATE FUNCTION webhook_ingest._events_write_090()
 RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $fn$
-DECLARE
-    new_id integer;
 BEGIN
-    IF TG_OP = 'INSERT' THEN
-        SELECT s.id INTO new_id FROM webhook_ingest.sources s WHERE s.name = NEW.source;
-        IF new_id IS NULL THEN
-            -- (a 0.5.0 dump restored: its events may come before its sources) the old
-            -- ledger's shape, which enqueue checks too, and which goes whole after dedup_window
-            INSERT INTO webhook_ingest.events_legacy (source, event_id, received_at)
-            VALUES (NEW.source, NEW.event_id, coalesce(NEW.received_at, now()));
-        ELSE
-            INSERT INTO webhook_ingest.event_ledger (source_id, received, event_id)
-            VALUES (new_id, webhook_ingest._seconds(coalesce(NEW.received_at, now())), NEW.event_id);
-        END IF;
-        RETURN NEW;
-    END IF;
     IF TG_OP = 'UPDATE' THEN
-        SELECT s.id INTO new_id FROM webhook_ingest.sources s WHERE s.name = NEW.source;
-        IF new_id IS NULL THEN
-            RAISE EXCEPTION 'source "%" does not exist', webhook_ingest._clip(NEW.source)
-                USING ERRCODE = 'undefined_object';
-        END IF;
-        UPDATE webhook_ingest.event_ledger e
-           SET source_id = new_id, event_id = NEW.event_id, received = webhook_ingest._seconds(NEW.received_at)
-          FROM webhook_ingest.sources s
+        UPDATE webhook_ingest.event_ledger_090 e
+           SET source_id = n.id, event_id = NEW.event_id, received = webhook_ingest._seconds(NEW.received_at)
+          FROM webhook_ingest.sources s, webhook_ingest.sources n
+         WHERE s.id = e.source_id AND s.name = OLD.source AND e.event_id = OLD.event_id AND n.name = NEW.source;
+    ELSIF TG_OP = 'DELETE' THEN
+        DELETE FROM webhook_ingest.event_ledger_090 e
+         USING webhook_ingest.sources s
          WHERE s.id = e.source_id AND s.name = OLD.source AND e.event_id = OLD.event_id;
-        IF NOT FOUND THEN
-            UPDATE webhook_ingest.event_ledger_090 e
-               SET source_id = new_id, event_id = NEW.event_id, received = webhook_ingest._seconds(NEW.received_at)
-              FROM webhook_ingest.sources s
-             WHERE s.id = e.source_id AND s.name = OLD.source AND e.event_id = OLD.event_id;
-        END IF;
-        IF NOT FOUND THEN
-            UPDATE webhook_ingest.events_legacy l
-               SET source = NEW.source, event_id = NEW.event_id, received_at = NEW.received_at
-             WHERE l.source = OLD.source AND l.event_id = OLD.event_id;
-        END IF;
-        RETURN NEW;
+        RETURN OLD;
     END IF;
-    DELETE FROM webhook_ingest.event_ledger e
-     USING webhook_ingest.sources s
-     WHERE s.id = e.source_id AND s.name = OLD.source AND e.event_id = OLD.event_id;
-    DELETE FROM webhook_ingest.event_ledger_090 e
-     USING webhook_ingest.sources s
-     WHERE s.id = e.source_id AND s.name = OLD.source AND e.event_id = OLD.event_id;
-    DELETE FROM webhook_ingest.events_legacy l WHERE l.source = OLD.source AND l.event_id = OLD.event_id;
-    RETURN OLD;
+    RETURN NEW;
 END
 $fn$;
+REVOKE ALL ON FUNCTION webhook_ingest._events_write_090() FROM PUBLIC;
+CREATE TRIGGER events_write_090
+    INSTEAD OF UPDATE OR DELETE ON webhook_ingest.events
+    FOR EACH ROW EXECUTE FUNCTION webhook_ingest._events_write_090();
 
 /*
  * One step of the move of 0.9.0's ledger: the ids of up to pages pages of
  * event_ledger_090 from where the last step stopped (purge_position), into
  * event_ledger (those older than window_start forgotten); once past its last
  * page, it is truncated (its disk back at once; under a short lock_timeout,
- * else the next step tries again).  The caller holds the purge_position row.
+ * else the next step tries again).  The caller holds the purge_position row
+ * (_purge_ledger takes it).
  * Returns the ids looked at (0: nothing left).
  */
 CREATE FUNCTION webhook_ingest._move_ledger_090(pages integer, window_start timestamptz)
@@ -203,58 +178,32 @@ $fn$;
 REVOKE ALL ON FUNCTION webhook_ingest._move_ledger_090(integer, timestamptz) FROM PUBLIC;
 
 /*
- * purge_events: 0.6.0's walk over the ledger's pages, after a step of the
- * move of 0.9.0's ledger (at most 25 pages a call, about 2 700 ids: the
- * worker's clean-up rounds stay short); what it returns counts both.
+ * purge_events: 0.6.0's walk over the ledger's pages (now _purge_ledger),
+ * then a step of the move of 0.9.0's ledger (at most 25 pages a call, about
+ * 2 700 ids: the worker's clean-up rounds stay short); it returns the ids
+ * both looked at.
  */
-CREATE OR REPLACE FUNCTION webhook_ingest.purge_events(max_pages integer DEFAULT 1000)
+ALTER FUNCTION webhook_ingest.purge_events(integer) RENAME TO _purge_ledger;
+-- (called by purge_events, as its owner: no grant, not SECURITY DEFINER of its own)
+ALTER FUNCTION webhook_ingest._purge_ledger(integer) SECURITY INVOKER;
+REVOKE ALL ON FUNCTION webhook_ingest._purge_ledger(integer) FROM webhook_ingest_admin;
+CREATE FUNCTION webhook_ingest.purge_events(max_pages integer DEFAULT 1000)
 RETURNS bigint
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
-    pages bigint;
-    first_page bigint;
-    last_page bigint;
     forgotten bigint;
-    moved bigint;
-    window_start timestamptz := now() - current_setting('webhook_ingest.dedup_window')::interval;
-    saved_lock_timeout text := current_setting('lock_timeout');
 BEGIN
-    IF max_pages IS NULL OR max_pages < 1 THEN
-        RAISE EXCEPTION 'max_pages must be at least 1' USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    -- One purge at a time; enqueue() never touches this row.
-    SELECT p.next_page INTO first_page FROM webhook_ingest.purge_position p FOR UPDATE;
-    moved := webhook_ingest._move_ledger_090(least(max_pages, 25), window_start);
-    pages := pg_relation_size('webhook_ingest.event_ledger') / current_setting('block_size')::bigint;
-    IF first_page >= pages THEN
-        first_page := 0;
-    END IF;
-    last_page := first_page + max_pages;
-    DELETE FROM webhook_ingest.event_ledger e
-     WHERE e.ctid >= format('(%s,0)', first_page)::tid
-       AND e.ctid < format('(%s,0)', last_page)::tid
-       AND e.received < webhook_ingest._seconds(window_start);
-    GET DIAGNOSTICS forgotten = ROW_COUNT;
-    UPDATE webhook_ingest.purge_position
-       SET next_page = CASE WHEN last_page >= pages THEN 0 ELSE last_page END;
-    IF EXISTS (SELECT FROM webhook_ingest.legacy_migration m
-                WHERE NOT m.events_truncated AND m.upgraded_at < window_start) THEN
-        BEGIN
-            -- (a subtransaction: the setting is put back on either way out)
-            PERFORM set_config('lock_timeout', '50ms', true);
-            TRUNCATE webhook_ingest.events_legacy;
-            UPDATE webhook_ingest.legacy_migration SET events_truncated = true;
-            PERFORM set_config('lock_timeout', saved_lock_timeout, true);
-        EXCEPTION WHEN lock_not_available THEN
-            NULL;           -- enqueue() calls hold it: next call
-        END;
-    END IF;
-    RETURN forgotten + moved;
+    -- (it checks max_pages, and takes the purge_position row the move needs)
+    forgotten := webhook_ingest._purge_ledger(max_pages);
+    RETURN forgotten + webhook_ingest._move_ledger_090(least(max_pages, 25),
+                                                       now() - current_setting('webhook_ingest.dedup_window')::interval);
 END
 $fn$;
+REVOKE ALL ON FUNCTION webhook_ingest.purge_events(integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION webhook_ingest.purge_events(integer) TO webhook_ingest_admin;
 
 /*
  * 3. Dead jobs keep bounded storage, per object and per source.  0.9.0 kept
