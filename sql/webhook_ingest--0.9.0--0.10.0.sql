@@ -67,14 +67,12 @@ ALTER TABLE webhook_ingest.event_ledger RENAME TO event_ledger_090;
 ALTER INDEX webhook_ingest.event_ledger_once RENAME TO event_ledger_090_once;
 COMMENT ON TABLE webhook_ingest.event_ledger_090 IS
     '0.9.0''s event ids, under an unseeded hash: moved into event_ledger by purge_events(), then truncated';
-CREATE TABLE webhook_ingest.event_ledger (
-    source_id       integer NOT NULL,
-    received        integer NOT NULL DEFAULT webhook_ingest._seconds(now()),
-    event_id        text COLLATE "C" NOT NULL,
-    CONSTRAINT event_ledger_once
-        EXCLUDE USING hash (((source_id::text || ':') || event_id) webhook_ingest.ledger_ops WITH =)
-        WITH (fillfactor = 100)
-) WITH (autovacuum_vacuum_scale_factor = 0.05, autovacuum_vacuum_cost_delay = 0);
+-- (0.6.0's columns, defaults and collation; a constraint of its own, on the empty table at once)
+CREATE TABLE webhook_ingest.event_ledger (LIKE webhook_ingest.event_ledger_090 INCLUDING DEFAULTS)
+    WITH (autovacuum_vacuum_scale_factor = 0.05, autovacuum_vacuum_cost_delay = 0);
+ALTER TABLE webhook_ingest.event_ledger ADD CONSTRAINT event_ledger_once
+    EXCLUDE USING hash (((source_id::text || ':') || event_id) webhook_ingest.ledger_ops WITH =)
+    WITH (fillfactor = 100);
 COMMENT ON TABLE webhook_ingest.event_ledger IS
     'event ids accepted per source (sources.id), remembered for webhook_ingest.dedup_window; received: seconds since 2000-01-01 UTC';
 REVOKE ALL ON webhook_ingest.event_ledger FROM PUBLIC;

@@ -237,9 +237,11 @@ read_databases(void)
 }
 
 /*
- * A look (CREATE EXTENSION, a change of IS_TEMPLATE or ALLOW_CONNECTIONS, a
- * rename) or a stop asks for a worker again: at most one start a second per
- * database, however often its owner commits such a change.
+ * A look (a change of IS_TEMPLATE or ALLOW_CONNECTIONS, a rename, CREATE
+ * EXTENSION) or a stop asks for a worker again: however often a database's
+ * owner commits such a change, at most one start a second.  CREATE EXTENSION
+ * (superusers only) clears the wait first: its database gets its worker at
+ * once.
  */
 static void
 want_again(DbEntry *e)
@@ -249,21 +251,42 @@ want_again(DbEntry *e)
 	e->looked_at = Max(e->next_start, GetCurrentTimestamp());
 }
 
+static void
+clear_wait(DbEntry *e)
+{
+	if (e->state == DB_WANT && e->failures == 0)
+		e->next_start = 0;		/* (not a crash's back-off) */
+	e->looked_at = 0;
+}
+
 /* Databases someone asked us to look at: an idle one gets a worker again. */
 static void
 take_looks(void)
 {
 	Oid			look[WI_MAX_LOOK];
+	Oid			installed[WI_MAX_LOOK];
 	int			n;
+	int			ninstalled;
 	bool		all;
 
 	SpinLockAcquire(&wi_shared->mutex);
 	n = wi_shared->nlook;
 	memcpy(look, wi_shared->look, sizeof(Oid) * n);
+	ninstalled = wi_shared->ninstalled;
+	memcpy(installed, wi_shared->installed, sizeof(Oid) * ninstalled);
 	all = wi_shared->look_all;
 	wi_shared->nlook = 0;
+	wi_shared->ninstalled = 0;
 	wi_shared->look_all = false;
 	SpinLockRelease(&wi_shared->mutex);
+
+	for (int i = 0; i < ninstalled; i++)
+	{
+		DbEntry    *e = hash_search(databases, &installed[i], HASH_FIND, NULL);
+
+		if (e)
+			clear_wait(e);
+	}
 
 	for (int i = 0; i < n; i++)
 	{
@@ -317,10 +340,15 @@ after_exit(DbEntry *e, WiExitReason reason, bool stop_requested)
 	if (e->handle)
 		pfree(e->handle);
 	e->handle = NULL;
-	if (stop_requested || reason == WI_EXIT_STOPPED || (reason == WI_EXIT_NO_EXTENSION && e->recheck))
+	if (stop_requested || reason == WI_EXIT_STOPPED)
 		want_again(e);
 	else if (reason == WI_EXIT_NO_EXTENSION)
-		e->state = DB_IDLE;
+	{
+		if (e->recheck)
+			want_again(e);
+		else
+			e->state = DB_IDLE;
+	}
 	else
 	{
 		if (TimestampDifferenceExceeds(e->started, now, WI_HEALTHY_MS))
@@ -526,7 +554,7 @@ tend_databases(void)
 	{
 		if (e->state == DB_RUNNING)
 			reap(e);
-		/* (kept a while after a look: a database that comes back is not a new one to start at once) */
+		/* (kept a second after a look or a stop: a database that comes back is not a new one to start at once) */
 		if (e->state != DB_RUNNING && !e->seen &&
 			TimestampDifferenceExceeds(e->looked_at, now, WI_LOOK_EVERY_MS))
 		{

@@ -49,6 +49,7 @@ static bool xact_callback_registered = false;
 static Oid	my_blocks[WI_MAX_PENDING];
 static int	nmy_blocks = 0;
 static Oid	looks_at_commit[WI_MAX_PENDING];
+static bool installed_at_commit[WI_MAX_PENDING];	/* the look follows CREATE EXTENSION */
 static int	nlooks_at_commit = 0;
 
 static void
@@ -79,7 +80,8 @@ at_end_of_xact(XactEvent event, void *arg)
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
 			for (int i = 0; i < nlooks_at_commit; i++)
-				wi_shmem_wake_launcher(looks_at_commit[i]);
+				(installed_at_commit[i] ? wi_shmem_wake_launcher_installed :
+				 wi_shmem_wake_launcher) (looks_at_commit[i]);
 			nlooks_at_commit = 0;
 			unblock_all();
 			break;
@@ -105,11 +107,14 @@ need_xact_callback(void)
 }
 
 static void
-look_at_commit(Oid database)
+look_at_commit(Oid database, bool installed)
 {
 	need_xact_callback();
 	if (nlooks_at_commit < WI_MAX_PENDING)
+	{
+		installed_at_commit[nlooks_at_commit] = installed;
 		looks_at_commit[nlooks_at_commit++] = database;
+	}
 	else
 		wi_shmem_wake_launcher(InvalidOid);
 }
@@ -355,7 +360,7 @@ wake_after(Node *parsetree)
 	{
 		case T_CreateExtensionStmt:
 			if (strcmp(((CreateExtensionStmt *) parsetree)->extname, WI_EXTENSION_NAME) == 0)
-				look_at_commit(MyDatabaseId);
+				look_at_commit(MyDatabaseId, true);
 			break;
 		case T_AlterExtensionStmt:
 			if (strcmp(((AlterExtensionStmt *) parsetree)->extname, WI_EXTENSION_NAME) == 0)
@@ -370,14 +375,14 @@ wake_after(Node *parsetree)
 			 * worker started to find that out).
 			 */
 			if (changes_who_is_served((AlterDatabaseStmt *) parsetree))
-				look_at_commit(get_database_oid(((AlterDatabaseStmt *) parsetree)->dbname, true));
+				look_at_commit(get_database_oid(((AlterDatabaseStmt *) parsetree)->dbname, true), false);
 			break;
 		case T_CreatedbStmt:
 			{
 				Oid			created = get_database_oid(((CreatedbStmt *) parsetree)->dbname, true);
 
 				if (OidIsValid(created))
-					look_at_commit(created);
+					look_at_commit(created, false);
 				break;
 			}
 		default:

@@ -74,6 +74,7 @@ extern bool wi_shmem_register_worker(void);
 extern bool wi_shmem_stop_requested(void);
 extern void wi_shmem_set_exit_reason(WiExitReason reason, const char *state);
 extern void wi_shmem_wake_launcher(Oid database);
+extern void wi_shmem_wake_launcher_installed(Oid database);
 extern void wi_shmem_publish(const char *state, int in_flight, const WiCounters *counters);
 extern void wi_shmem_publish_sources(void);
 extern void wi_wake_worker_at_commit(void);
