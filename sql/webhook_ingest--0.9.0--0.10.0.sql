@@ -216,24 +216,28 @@ GRANT EXECUTE ON FUNCTION webhook_ingest.purge_events(integer) TO webhook_ingest
  *   object has at most one dead job, but the older one keeps its row until
  *   then (the new pending job beside it).
  * - Per source: dead_payloads counts the payload bytes (uncompressed, as
- *   max_payload_size measures them: _payload_size) each
- *   source's dead jobs keep, kept by the triggers below on every write of
- *   queue that touches a dead row; a job that dies while its source keeps
+ *   max_payload_size measures them: _payload_size) each source's dead jobs
+ *   keep; a job that dies while its source keeps
  *   webhook_ingest.dead_payload_limit loses its payload (a counted drop:
- *   dead_payloads.dropped, and its last_error says so).  Rows written to the
- *   jobs view or restored are counted, not capped.
+ *   dead_payloads.dropped, and its last_error says so).
  *
- * enqueue() only makes pending rows: the triggers' WHEN clauses keep them
- * off its path (the BEFORE trigger is on UPDATE OF state, which enqueue's
- * upsert never sets).
+ * One trigger, on the changes of state into and out of dead, keeps the count
+ * (the merge's rows and revivals: retry, retry_dead); no trigger on the
+ * queue's inserts and deletes, which enqueue() and the worker's completions
+ * make by the thousand (a trigger's WHEN clause costs each statement about
+ * 5 % of an enqueue).  What other writes change (a dead job deleted by hand,
+ * drop_source, a restore) is caught up by a recount of the source's dead
+ * jobs at a death when the count is ten minutes old, or a minute old and
+ * over the limit.
  */
 CREATE TABLE webhook_ingest.dead_payloads (
     source          text COLLATE "C" PRIMARY KEY,
     bytes           bigint NOT NULL DEFAULT 0,
-    dropped         bigint NOT NULL DEFAULT 0
+    dropped         bigint NOT NULL DEFAULT 0,
+    counted_at      timestamptz NOT NULL DEFAULT now()
 );
 COMMENT ON TABLE webhook_ingest.dead_payloads IS
-    'per source: the payload bytes (uncompressed, as max_payload_size counts them) its dead jobs keep, and how many payloads webhook_ingest.dead_payload_limit dropped';
+    'per source: the payload bytes (uncompressed, as max_payload_size counts them) its dead jobs keep (recounted at counted_at), and how many payloads webhook_ingest.dead_payload_limit dropped';
 
 -- A payload's size as max_payload_size measures it (uncompressed), however it is stored (src/enqueue.c).
 CREATE FUNCTION webhook_ingest._payload_size(payload jsonb)
@@ -247,8 +251,26 @@ RETURNS bigint
 LANGUAGE sql STABLE
 RETURN nullif(pg_catalog.pg_size_bytes(pg_catalog.current_setting('webhook_ingest.dead_payload_limit')), -1);
 
--- A job dies: the object's older dead jobs go into it, and its payload goes if its source keeps the limit.
-CREATE FUNCTION webhook_ingest._job_dies()
+-- The payload bytes a source's dead jobs keep, counted afresh (but for the job dying now).
+CREATE FUNCTION webhook_ingest._recount_dead_payloads(source text, dying bigint)
+RETURNS bigint
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$
+INSERT INTO webhook_ingest.dead_payloads AS p (source, bytes, counted_at)
+SELECT _recount_dead_payloads.source, coalesce(sum(webhook_ingest._payload_size(q.payload)), 0), now()
+  FROM webhook_ingest.queue q
+ WHERE q.source = _recount_dead_payloads.source AND q.state = 'dead' AND q.id <> dying
+ON CONFLICT (source) DO UPDATE SET bytes = EXCLUDED.bytes, counted_at = EXCLUDED.counted_at
+RETURNING p.bytes
+$$;
+
+/*
+ * A job dies (the object's older dead jobs go into it, its payload goes if
+ * its source keeps the limit, the count grows by what it keeps), or a dead
+ * one comes back (the count shrinks).
+ */
+CREATE FUNCTION webhook_ingest._dead_jobs_count()
 RETURNS trigger
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -256,9 +278,16 @@ SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
     older record;
-    kept bigint;
+    kept webhook_ingest.dead_payloads;
     cap bigint := webhook_ingest._dead_payload_limit();
+    size bigint;
+    dropped boolean := false;
 BEGIN
+    IF OLD.state = 'dead' THEN
+        UPDATE webhook_ingest.dead_payloads p SET bytes = p.bytes - webhook_ingest._payload_size(OLD.payload)
+         WHERE p.source = OLD.source AND OLD.payload IS NOT NULL;
+        RETURN NEW;
+    END IF;
     -- (rows some session holds, a retry under way, are left to it)
     WITH gone AS (
         DELETE FROM webhook_ingest.queue q
@@ -268,51 +297,29 @@ BEGIN
                                   FOR UPDATE SKIP LOCKED))
            AND q.state = 'dead'
         RETURNING q.id, q.events, q.payload, q.finished_at)
-    SELECT coalesce(sum(g.events), 0) AS events,
+    SELECT coalesce(sum(g.events), 0) AS events, coalesce(sum(webhook_ingest._payload_size(g.payload)), 0) AS bytes,
            (SELECT p.payload FROM gone p WHERE p.payload IS NOT NULL
              ORDER BY p.finished_at DESC, p.id DESC LIMIT 1) AS payload
       INTO older FROM gone g;
     NEW.events := NEW.events + older.events;
     NEW.payload := coalesce(NEW.payload, older.payload);
-    IF NEW.payload IS NULL OR cap IS NULL THEN
-        RETURN NEW;
+    SELECT * INTO kept FROM webhook_ingest.dead_payloads p WHERE p.source = NEW.source FOR UPDATE;
+    kept.bytes := coalesce(kept.bytes, 0) - older.bytes;
+    size := coalesce(webhook_ingest._payload_size(NEW.payload), 0);
+    IF kept.counted_at IS NULL OR kept.counted_at < now() - interval '10 minutes'
+       OR (kept.bytes + size > cap AND kept.counted_at < now() - interval '1 minute') THEN
+        kept.bytes := webhook_ingest._recount_dead_payloads(NEW.source, NEW.id);
     END IF;
-    SELECT p.bytes INTO kept FROM webhook_ingest.dead_payloads p WHERE p.source = NEW.source;
-    IF coalesce(kept, 0) + webhook_ingest._payload_size(NEW.payload) > cap THEN
+    IF kept.bytes + size > cap THEN
         NEW.payload := NULL;
         NEW.last_error := NEW.last_error || ' (payload dropped: the source''s dead jobs keep webhook_ingest.dead_payload_limit)';
-        INSERT INTO webhook_ingest.dead_payloads AS p (source, dropped) VALUES (NEW.source, 1)
-        ON CONFLICT (source) DO UPDATE SET dropped = p.dropped + 1;
+        size := 0;
+        dropped := true;
     END IF;
+    INSERT INTO webhook_ingest.dead_payloads AS p (source, bytes, dropped)
+    VALUES (NEW.source, kept.bytes + size, dropped::integer)
+    ON CONFLICT (source) DO UPDATE SET bytes = EXCLUDED.bytes, dropped = p.dropped + EXCLUDED.dropped;
     RETURN NEW;
-END
-$fn$;
-
--- dead_payloads follows every write of a dead row's payload.
-CREATE FUNCTION webhook_ingest._count_dead_payloads()
-RETURNS trigger
-LANGUAGE plpgsql
-SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $fn$
-BEGIN
-    IF TG_OP = 'TRUNCATE' THEN
-        UPDATE webhook_ingest.dead_payloads SET bytes = 0 WHERE bytes <> 0;
-        RETURN NULL;
-    END IF;
-    IF TG_OP <> 'INSERT' THEN
-        IF OLD.state = 'dead' AND OLD.payload IS NOT NULL THEN
-            UPDATE webhook_ingest.dead_payloads p SET bytes = p.bytes - webhook_ingest._payload_size(OLD.payload)
-             WHERE p.source = OLD.source;
-        END IF;
-    END IF;
-    IF TG_OP <> 'DELETE' THEN
-        IF NEW.state = 'dead' AND NEW.payload IS NOT NULL THEN
-            INSERT INTO webhook_ingest.dead_payloads AS p (source, bytes) VALUES (NEW.source, webhook_ingest._payload_size(NEW.payload))
-            ON CONFLICT (source) DO UPDATE SET bytes = p.bytes + EXCLUDED.bytes;
-        END IF;
-    END IF;
-    RETURN NULL;
 END
 $fn$;
 
@@ -320,33 +327,18 @@ $fn$;
 DROP INDEX webhook_ingest.queue_dead;
 CREATE INDEX queue_dead ON webhook_ingest.queue (source, external_id, finished_at)
     WHERE state = 'dead';
-CREATE TRIGGER queue_job_dies
+CREATE TRIGGER queue_dead_jobs
     BEFORE UPDATE OF state ON webhook_ingest.queue
-    FOR EACH ROW WHEN (NEW.state OPERATOR(pg_catalog.=) 'dead'::webhook_ingest.job_state
-                       AND OLD.state OPERATOR(pg_catalog.<>) 'dead'::webhook_ingest.job_state)
-    EXECUTE FUNCTION webhook_ingest._job_dies();
-CREATE TRIGGER queue_dead_inserted
-    AFTER INSERT ON webhook_ingest.queue
-    FOR EACH ROW WHEN (NEW.state OPERATOR(pg_catalog.=) 'dead'::webhook_ingest.job_state AND NEW.payload IS NOT NULL)
-    EXECUTE FUNCTION webhook_ingest._count_dead_payloads();
-CREATE TRIGGER queue_dead_changed
-    AFTER UPDATE OF state, payload ON webhook_ingest.queue
-    FOR EACH ROW WHEN ((OLD.state OPERATOR(pg_catalog.=) 'dead'::webhook_ingest.job_state AND OLD.payload IS NOT NULL)
-                       OR (NEW.state OPERATOR(pg_catalog.=) 'dead'::webhook_ingest.job_state AND NEW.payload IS NOT NULL))
-    EXECUTE FUNCTION webhook_ingest._count_dead_payloads();
-CREATE TRIGGER queue_dead_deleted
-    AFTER DELETE ON webhook_ingest.queue
-    FOR EACH ROW WHEN (OLD.state OPERATOR(pg_catalog.=) 'dead'::webhook_ingest.job_state AND OLD.payload IS NOT NULL)
-    EXECUTE FUNCTION webhook_ingest._count_dead_payloads();
-CREATE TRIGGER queue_truncated
-    AFTER TRUNCATE ON webhook_ingest.queue
-    FOR EACH STATEMENT EXECUTE FUNCTION webhook_ingest._count_dead_payloads();
--- What the dead jobs of 0.9.0 keep (the triggers hold the queue's writers off until commit).
+    FOR EACH ROW WHEN ((NEW.state OPERATOR(pg_catalog.=) 'dead'::webhook_ingest.job_state)
+                       IS DISTINCT FROM (OLD.state OPERATOR(pg_catalog.=) 'dead'::webhook_ingest.job_state))
+    EXECUTE FUNCTION webhook_ingest._dead_jobs_count();
+-- What the dead jobs of 0.9.0 keep (the trigger holds the queue's writers off until commit).
 INSERT INTO webhook_ingest.dead_payloads (source, bytes)
 SELECT q.source, sum(webhook_ingest._payload_size(q.payload)) FROM webhook_ingest.queue q
  WHERE q.state = 'dead' AND q.payload IS NOT NULL GROUP BY q.source;
 
 REVOKE ALL ON webhook_ingest.dead_payloads FROM PUBLIC;
 GRANT SELECT ON webhook_ingest.dead_payloads TO webhook_ingest_admin;
-REVOKE ALL ON FUNCTION webhook_ingest._payload_size(jsonb), webhook_ingest._dead_payload_limit(), webhook_ingest._job_dies(),
-                       webhook_ingest._count_dead_payloads() FROM PUBLIC;
+REVOKE ALL ON FUNCTION webhook_ingest._payload_size(jsonb), webhook_ingest._dead_payload_limit(),
+                       webhook_ingest._recount_dead_payloads(text, bigint), webhook_ingest._dead_jobs_count()
+    FROM PUBLIC;
