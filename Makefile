@@ -158,6 +158,8 @@ unit-suite: header-check
 	test/unit/throttle_test
 	python3 test/links/check --self-test
 	python3 test/links/check
+	$(CC) $(CFLAGS) -Isrc -o test/unit/siphash_test test/unit/siphash_test.c src/siphash.c
+	test/unit/siphash_test
 # The fuzz targets (test/fuzz) run once on each committed seed and crash
 # input, built with gcc's ASan and UBSan instead of libFuzzer: their
 # invariants hold there.  make fuzz is the real fuzzing.

@@ -47,7 +47,6 @@
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
-#include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
 #include "utils/pg_lsn.h"
@@ -404,12 +403,9 @@ notify_done(ApplyJob *t)
 
 	if (!notify_this_batch)
 		return;
+	/* The job's id alone: any role that may connect can LISTEN (audit 0.10.0 third pass, 2). */
 	initStringInfo(&buf);
-	appendStringInfo(&buf, "{\"job_id\": %lld, \"source\": ", (long long) t->job_id);
-	escape_json(&buf, t->source);
-	appendStringInfoString(&buf, ", \"external_id\": ");
-	escape_json(&buf, t->external_id);
-	appendStringInfoChar(&buf, '}');
+	appendStringInfo(&buf, "{\"job_id\": %lld}", (long long) t->job_id);
 	args[0] = CStringGetTextDatum(buf.data);
 	if (wi_run_cached(&plan, "SELECT pg_catalog.pg_notify('webhook_ingest_done', $1)", 1, types, args,
 					  NULL, false) != SPI_OK_SELECT)

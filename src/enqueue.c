@@ -57,6 +57,7 @@
 #include "enqueue.h"
 
 PG_FUNCTION_INFO_V1(webhook_ingest_enqueue);
+PG_FUNCTION_INFO_V1(webhook_ingest_payload_size);
 
 typedef enum EnqueueOutcome
 {
@@ -79,10 +80,11 @@ static const char *const outcome_names[] = {"queued", "coalesced", "requeued", "
  *
  * Two sets: 0.6.0's tables, and 0.5.0's for the time between installing
  * this library and ALTER EXTENSION UPDATE (the lock finds which is there).
- * In 0.6.0 an id is new only if the old ledger (events_legacy, which takes
- * no insert after the upgrade, and is emptied once all of it is older than
- * dedup_window) does not hold it either; once it is empty, the statement
- * without that probe serves.
+ * Since 0.6.0 an id is new only if no old ledger holds it either: 0.5.0's
+ * (events_legacy, emptied once all of it is older than dedup_window) and
+ * 0.9.0's (event_ledger_090, whose ids purge_events moves into the keyed
+ * ledger, then truncates); neither takes an insert after the upgrade, and
+ * a probe of one that is empty is left out of the statement.
  */
 typedef enum WiSchema
 {
@@ -92,21 +94,30 @@ typedef enum WiSchema
 
 static const char *const queue_relname[] = {"jobs", "queue"};
 
-typedef enum WiLedger
-{
-	WI_LEDGER_050 = 0,			/* 0.5.0's events */
-	WI_LEDGER_060_LEGACY = 1,	/* event_ledger, and events_legacy still holds ids */
-	WI_LEDGER_060 = 2			/* event_ledger alone */
-} WiLedger;
+/* 0.5.0's events, or event_ledger and the old ledgers that still hold ids (WI_OLD_* bits). */
+#define WI_LEDGER_050		0
+#define WI_LEDGER_060		1
+#define WI_OLD_EVENTS		1	/* events_legacy */
+#define WI_OLD_LEDGER_090	2	/* event_ledger_090 */
+
+#define REMEMBER_UNLESS(probes) \
+	"INSERT INTO webhook_ingest.event_ledger (source_id, event_id) SELECT $5, $4 WHERE " probes \
+	" ON CONFLICT DO NOTHING"
+#define NOT_IN_EVENTS_LEGACY \
+	"NOT EXISTS (SELECT FROM webhook_ingest.events_legacy l " \
+	"  WHERE l.source OPERATOR(pg_catalog.=) $1 AND l.event_id OPERATOR(pg_catalog.=) $4)"
+/* (by the expression of its index, event_ledger_090_once) */
+#define NOT_IN_LEDGER_090 \
+	"NOT EXISTS (SELECT FROM webhook_ingest.event_ledger_090 o " \
+	"  WHERE ((o.source_id::pg_catalog.text OPERATOR(pg_catalog.||) ':') OPERATOR(pg_catalog.||) o.event_id) " \
+	"        OPERATOR(pg_catalog.=) (($5::pg_catalog.text OPERATOR(pg_catalog.||) ':') OPERATOR(pg_catalog.||) $4))"
 
 static const char *const remember_event_sql[] = {
 	"INSERT INTO webhook_ingest.events (source, event_id) VALUES ($1, $4) ON CONFLICT DO NOTHING",
-	"INSERT INTO webhook_ingest.event_ledger (source_id, event_id) "
-	"SELECT $5, $4 WHERE NOT EXISTS ("
-	"  SELECT FROM webhook_ingest.events_legacy l "
-	"  WHERE l.source OPERATOR(pg_catalog.=) $1 AND l.event_id OPERATOR(pg_catalog.=) $4) "
-	"ON CONFLICT DO NOTHING",
-	"INSERT INTO webhook_ingest.event_ledger (source_id, event_id) VALUES ($5, $4) ON CONFLICT DO NOTHING"
+	"INSERT INTO webhook_ingest.event_ledger (source_id, event_id) VALUES ($5, $4) ON CONFLICT DO NOTHING",
+	REMEMBER_UNLESS(NOT_IN_EVENTS_LEGACY),
+	REMEMBER_UNLESS(NOT_IN_LEDGER_090),
+	REMEMBER_UNLESS(NOT_IN_EVENTS_LEGACY " AND " NOT_IN_LEDGER_090)
 };
 
 /* Returns the job's id and the outcome, 0 to 2 as in EnqueueOutcome. */
@@ -133,10 +144,10 @@ static const char *const active_job_sql[] = {ACTIVE_JOB_SQL("jobs"), ACTIVE_JOB_
 
 /* Which set this call uses, and the admitted source's number: found by wi_enqueue_admit(). */
 static WiSchema schema = WI_SCHEMA_060;
-static WiLedger ledger = WI_LEDGER_060;
+static int	ledger = WI_LEDGER_060;	/* the statement of remember_event_sql */
 static int32 admitted_source_id = 0;
 
-static SPIPlanPtr remember_event_plan[3];
+static SPIPlanPtr remember_event_plan[lengthof(remember_event_sql)];
 static SPIPlanPtr upsert_job_plan[2];
 static SPIPlanPtr active_job_plan[2];
 static TupleDesc result_desc;
@@ -208,15 +219,16 @@ make_result(int64 job_id, bool job_id_null, EnqueueOutcome outcome)
 }
 
 /*
- * Does the old ledger (0.5.0's events, kept until dedup_window has passed
- * since the upgrade) hold any id?  Its size says: it takes no insert after
- * the upgrade (but for a 0.5.0 dump restored), and it goes by TRUNCATE.
- * The lock is the one the probe of it would take.
+ * Does an old ledger (0.5.0's events, kept until dedup_window has passed
+ * since the upgrade; 0.9.0's, until its ids are moved) hold any id?  Its
+ * size says: it takes no insert after the upgrade (but for a 0.5.0 dump
+ * restored), and it goes by TRUNCATE.  The lock is the one the probe of it
+ * would take.
  */
 static bool
-legacy_ids_left(Oid nsp)
+legacy_ids_left(Oid nsp, const char *relname)
 {
-	Oid			relid = get_relname_relid("events_legacy", nsp);
+	Oid			relid = get_relname_relid(relname, nsp);
 	Relation	rel;
 	bool		left;
 
@@ -260,7 +272,8 @@ lock_queue(void)
 		if (queue == locked)
 		{
 			ledger = schema == WI_SCHEMA_050 ? WI_LEDGER_050 :
-				legacy_ids_left(nsp) ? WI_LEDGER_060_LEGACY : WI_LEDGER_060;
+				WI_LEDGER_060 + (legacy_ids_left(nsp, "events_legacy") ? WI_OLD_EVENTS : 0) +
+				(legacy_ids_left(nsp, "event_ledger_090") ? WI_OLD_LEDGER_090 : 0);
 			return;
 		}
 		LockRelationOid(queue, RowExclusiveLock);
@@ -285,6 +298,18 @@ wi_check_payload_size(Datum payload)
 						size, wi_max_payload_size_kb),
 				 errdetail("The size is that of the jsonb value, uncompressed."),
 				 errhint("Pass the object id and let the worker fetch the object, or raise webhook_ingest.max_payload_size.")));
+}
+
+/*
+ * _payload_size(jsonb) returns bigint: the size max_payload_size measures
+ * (uncompressed, however the value is stored or was fetched), for the dead
+ * payloads' accounting (dead_payload_limit): the same value always counts
+ * the same, so what is added when a job dies is what is taken off later.
+ */
+Datum
+webhook_ingest_payload_size(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT64((int64) toast_raw_datum_size(PG_GETARG_DATUM(0)));
 }
 
 /*

@@ -8,8 +8,9 @@
  *		the one with that id, and only those its caller may read (the admin
  *		role all, an app role those of the sources it may enqueue into: the
  *		jobs view's rule; to an app role only the columns the view lets it
- *		read, or needs for them).  It checks its caller and then reads the table as
- *		its owner, as enqueue() does (access.c).
+ *		read, or needs for them; to any other role nothing, whatever grant it
+ *		has).  It checks its caller and then reads the table as its owner, as
+ *		enqueue() does (access.c).
  *
  *		The jobs view calls _packed_jobs() for every packed job; a row of
  *		it is an array element, which no index of the table can find by
@@ -126,6 +127,7 @@ webhook_ingest_packed_jobs(PG_FUNCTION_ARGS)
 	Oid			caller = GetUserId();
 	Oid			admin = get_role_oid("webhook_ingest_admin", true);
 	bool		sees_all = OidIsValid(admin) && has_privs_of_role(caller, admin);
+	Oid			app = get_role_oid("webhook_ingest_enqueue", true);
 	SourceSeen	seen[64];
 	int			nseen = 0;
 	Oid			argtypes[1] = {INT8OID};
@@ -134,6 +136,9 @@ webhook_ingest_packed_jobs(PG_FUNCTION_ARGS)
 	Portal		cursor;
 
 	wi_init_srf(fcinfo);
+	/* Neither the admin role nor an app role (EXECUTE granted to some other role): no job at all. */
+	if (!sees_all && !(OidIsValid(app) && has_privs_of_role(caller, app)))
+		return (Datum) 0;
 	args[0] = by_id ? PG_GETARG_DATUM(0) : (Datum) 0;
 
 	wi_become_owner(fcinfo, &saved);

@@ -148,7 +148,7 @@ wi_maintain_storage(void)
 	return behind;
 }
 
-/* Pages in the event ledger now. */
+/* Pages in the event ledger now (and in 0.9.0's, which purge_events moves into it). */
 int64
 wi_events_pages(void)
 {
@@ -158,7 +158,9 @@ wi_events_pages(void)
 
 	wi_begin_tx();
 	if (wi_run_cached(&plan,
-				   "SELECT pg_relation_size('webhook_ingest.event_ledger') / current_setting('block_size')::bigint",
+				   "SELECT (pg_relation_size('webhook_ingest.event_ledger')"
+				   " + coalesce(pg_relation_size(to_regclass('webhook_ingest.event_ledger_090')), 0))"
+				   " / current_setting('block_size')::bigint",
 				   0, NULL, NULL, NULL, true) != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "could not size the events table");
 	pages = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));

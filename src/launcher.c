@@ -62,6 +62,8 @@ PGDLLEXPORT void webhook_ingest_launcher_main(Datum arg);
 #define WI_BACKOFF_MAX_MS	60000
 /* A worker that ran this long before it died starts its back-off afresh. */
 #define WI_HEALTHY_MS		60000
+/* Starts a look or a stop asks for: at most one a second per database (audit 0.10.0 third pass, 5). */
+#define WI_LOOK_EVERY_MS	1000
 
 typedef enum DbState
 {
@@ -93,6 +95,7 @@ typedef struct DbEntry
 	bool		seen;			/* in the latest read of pg_database */
 	bool		recheck;		/* asked to look while a worker ran */
 	bool		told_capped;
+	TimestampTz looked_at;		/* when the last start a look or a stop asked for is (was) due */
 } DbEntry;
 
 /* Said once in a while: max_worker_processes left no room for an apply worker. */
@@ -274,28 +277,64 @@ read_databases(void)
 	CommitTransactionCommand();
 }
 
+/*
+ * A look (a change of IS_TEMPLATE or ALLOW_CONNECTIONS, a rename, CREATE
+ * EXTENSION) or a stop asks for a worker again: however often a database's
+ * owner commits such a change, at most one start a second.  CREATE EXTENSION
+ * (superusers only) clears the wait first: its database gets its worker at
+ * once.
+ */
+static void
+want_again(DbEntry *e)
+{
+	e->state = DB_WANT;
+	e->fetcher.next_start = Max(e->fetcher.next_start, TimestampTzPlusMilliseconds(e->looked_at, WI_LOOK_EVERY_MS));
+	e->looked_at = Max(e->fetcher.next_start, GetCurrentTimestamp());
+}
+
+static void
+clear_wait(DbEntry *e)
+{
+	if (e->state == DB_WANT && e->fetcher.failures == 0)
+		e->fetcher.next_start = 0;	/* (not a crash's back-off) */
+	e->looked_at = 0;
+}
+
 /* Databases someone asked us to look at: an idle one gets a worker again. */
 static void
 take_looks(void)
 {
 	Oid			look[WI_MAX_LOOK];
+	Oid			installed[WI_MAX_LOOK];
 	int			n;
+	int			ninstalled;
 	bool		all;
 
 	SpinLockAcquire(&wi_shared->mutex);
 	n = wi_shared->nlook;
 	memcpy(look, wi_shared->look, sizeof(Oid) * n);
+	ninstalled = wi_shared->ninstalled;
+	memcpy(installed, wi_shared->installed, sizeof(Oid) * ninstalled);
 	all = wi_shared->look_all;
 	wi_shared->nlook = 0;
+	wi_shared->ninstalled = 0;
 	wi_shared->look_all = false;
 	SpinLockRelease(&wi_shared->mutex);
+
+	for (int i = 0; i < ninstalled; i++)
+	{
+		DbEntry    *e = hash_search(databases, &installed[i], HASH_FIND, NULL);
+
+		if (e)
+			clear_wait(e);
+	}
 
 	for (int i = 0; i < n; i++)
 	{
 		DbEntry    *e = hash_search(databases, &look[i], HASH_FIND, NULL);
 
 		if (e && e->state == DB_IDLE)
-			e->state = DB_WANT;
+			want_again(e);
 		else if (e && e->state == DB_RUNNING)
 			e->recheck = true;	/* it may have looked before the commit */
 	}
@@ -308,7 +347,7 @@ take_looks(void)
 		while ((e = hash_seq_search(&seq)) != NULL)
 		{
 			if (e->state == DB_IDLE)
-				e->state = DB_WANT;
+				want_again(e);
 			e->recheck = true;
 		}
 	}
@@ -497,8 +536,10 @@ reap(DbEntry *e)
 			free_slot(slot);
 		SpinLockRelease(&wi_shared->mutex);
 		ConditionVariableBroadcast(&wi_shared->slot_changed);
-		e->state = e->after_stop;
-		e->fetcher.next_start = GetCurrentTimestamp();
+		if (e->after_stop == DB_WANT)
+			want_again(e);
+		else
+			e->state = DB_IDLE;
 	}
 }
 
@@ -784,12 +825,14 @@ tend_databases(void)
 	{
 		if (e->state == DB_RUNNING || e->state == DB_STOPPING)
 			reap(e);
-		if (e->state != DB_RUNNING && e->state != DB_STOPPING && !e->seen)
+		/* (kept a second after a look or a stop: a database that comes back is not a new one to start at once) */
+		if (e->state != DB_RUNNING && e->state != DB_STOPPING && !e->seen &&
+			TimestampDifferenceExceeds(e->looked_at, now, WI_LOOK_EVERY_MS))
 		{
 			(void) hash_search(databases, &e->database, HASH_REMOVE, NULL);
 			continue;
 		}
-		if (e->state == DB_WANT)
+		if (e->state == DB_WANT && e->seen)
 			due[ndue++] = e;
 		else if (e->state == DB_RUNNING)
 			running[nrunning++] = e;

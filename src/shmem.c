@@ -679,6 +679,23 @@ wi_shmem_wake_launcher(Oid database)
 		SetLatch(latch);
 }
 
+/*
+ * The same at the commit of CREATE EXTENSION (superusers only): the launcher
+ * starts the database's worker without the wait other looks have (at most
+ * one start a second per database: launcher.c).
+ */
+void
+wi_shmem_wake_launcher_installed(Oid database)
+{
+	if (wi_shared == NULL)
+		return;
+	SpinLockAcquire(&wi_shared->mutex);
+	if (wi_shared->ninstalled < WI_MAX_LOOK)
+		wi_shared->installed[wi_shared->ninstalled++] = database;
+	SpinLockRelease(&wi_shared->mutex);
+	wi_shmem_wake_launcher(database);
+}
+
 static void
 wake_at_end_of_xact(XactEvent event, void *arg)
 {

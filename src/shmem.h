@@ -75,6 +75,8 @@ typedef struct WiShared
 	int			nlook;
 	Oid			look[WI_MAX_LOOK];	/* databases to look at now */
 	bool		look_all;
+	int			ninstalled;
+	Oid			installed[WI_MAX_LOOK]; /* of them, after CREATE EXTENSION: at once */
 	int			nblocks;
 	Oid			blocked[WI_MAX_BLOCKS]; /* no worker may start there */
 	int			ncapped;

@@ -6,8 +6,17 @@
  *		fetch duration), and a ring of the latest failed attempts.  The
  *		worker writes after each completion batch commits; the views
  *		queue_stats, latency and recent_failures read, never a table.
- *		Entries are keyed by database as well: each database's views show
- *		its own sources (and the catch-all slot for sources past the 64th).
+ *
+ *		Each database has a region of its own: webhook_ingest.stats_sources
+ *		source slots, the last of them its catch-all for the sources past
+ *		the others, and a ring of webhook_ingest.stats_failures failures;
+ *		its views read that region alone.  There are as many regions as
+ *		worker slots (webhook_ingest.max_databases): a database whose worker
+ *		holds a slot keeps its region, and takes a free one, or one whose
+ *		database has no slot any more, when it has none.  So no database's
+ *		traffic takes room from another's (audit 0.10.0 third pass, item 4:
+ *		0.9.0's 64 slots and 128 failures were the cluster's, first come,
+ *		first served, and one catch-all showed every database's traffic).
  *
  *		Histogram buckets are a quarter of an octave wide, from 1 us up to
  *		2^32 us (71 minutes; longer lands in the last bucket), so a
@@ -29,18 +38,22 @@
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
 #include "webhook_ingest.h"
+#include "shmem.h"
 
-#define STAT_SOURCES		64	/* sources tracked; the last slot takes the rest */
 #define STAT_NAME_LEN		64	/* source names are at most 63 bytes */
 #define COUNT_MINUTES		60
 #define HIST_MINUTES		15
 #define HIST_BUCKETS		128
-#define FAILURES			128
 #define OTHER_SOURCES		"(other sources)"
+
+/* Sources tracked per database (the last slot takes the rest), failures kept per database. */
+static int	stat_sources = 32;
+static int	stat_failures = 128;
 
 typedef struct MinuteCounts
 {
@@ -60,7 +73,6 @@ typedef struct MinuteHistogram
 typedef struct SourceStats
 {
 	char		name[STAT_NAME_LEN];	/* "": free */
-	Oid			database;		/* whose source; InvalidOid: the catch-all */
 	int64		last_minute;
 	MinuteCounts counts[COUNT_MINUTES];
 	MinuteHistogram hist[HIST_MINUTES];
@@ -69,7 +81,6 @@ typedef struct SourceStats
 typedef struct Failure
 {
 	TimestampTz at;				/* 0: unused */
-	Oid			database;		/* of the worker that failed */
 	int64		job_id;
 	char		source[STAT_NAME_LEN];
 	char		external_id[128];
@@ -80,12 +91,18 @@ typedef struct Failure
 	bool		dead;
 } Failure;
 
+/* One database's: followed by its stat_sources SourceStats, then its stat_failures Failures. */
+typedef struct StatsRegion
+{
+	Oid			database;		/* InvalidOid: free */
+	uint64		failures_written;
+} StatsRegion;
+
 typedef struct WiStats
 {
 	LWLock	   *lock;
-	SourceStats sources[STAT_SOURCES];
-	uint64		failures_written;
-	Failure		failures[FAILURES];
+	int			nregions;
+	char		regions[FLEXIBLE_ARRAY_MEMBER]; /* nregions of region_size() */
 } WiStats;
 
 PG_FUNCTION_INFO_V1(webhook_ingest_recent_counts);
@@ -94,10 +111,37 @@ PG_FUNCTION_INFO_V1(webhook_ingest_recent_failures);
 
 static WiStats *stats = NULL;
 
+void
+wi_stats_define_gucs(void)
+{
+	DefineCustomIntVariable("webhook_ingest.stats_sources",
+							"Sources whose statistics each database keeps apart, its catch-all included.",
+							"Sources past them count together as \"(other sources)\" of that database. "
+							"About 17 kB of shared memory each, for each of webhook_ingest.max_databases.",
+							&stat_sources,
+							32, 2, 10000,
+							PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("webhook_ingest.stats_failures",
+							"Failed attempts each database's recent_failures keeps.",
+							"About 0.5 kB of shared memory each, for each of webhook_ingest.max_databases.",
+							&stat_failures,
+							128, 1, 100000,
+							PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
+}
+
+static Size
+region_size(void)
+{
+	return add_size(MAXALIGN(sizeof(StatsRegion)),
+					add_size(mul_size(sizeof(SourceStats), stat_sources), mul_size(sizeof(Failure), stat_failures)));
+}
+
 Size
 wi_stats_shmem_size(void)
 {
-	return MAXALIGN(sizeof(WiStats));
+	return MAXALIGN(add_size(offsetof(WiStats, regions), mul_size(region_size(), wi_max_databases)));
 }
 
 void
@@ -113,12 +157,70 @@ wi_stats_shmem_startup(void)
 {
 	bool		found;
 
-	stats = ShmemInitStruct("webhook_ingest stats", sizeof(WiStats), &found);
+	stats = ShmemInitStruct("webhook_ingest stats", wi_stats_shmem_size(), &found);
 	if (!found)
 	{
-		memset(stats, 0, sizeof(WiStats));
+		memset(stats, 0, wi_stats_shmem_size());
 		stats->lock = &(GetNamedLWLockTranche("webhook_ingest stats"))->lock;
+		stats->nregions = wi_max_databases;
 	}
+}
+
+static StatsRegion *
+region_at(int i)
+{
+	return (StatsRegion *) (stats->regions + region_size() * i);
+}
+
+static SourceStats *
+region_sources(StatsRegion *r)
+{
+	return (SourceStats *) ((char *) r + MAXALIGN(sizeof(StatsRegion)));
+}
+
+static Failure *
+region_failures(StatsRegion *r)
+{
+	return (Failure *) (region_sources(r) + stat_sources);
+}
+
+/* This database's region, or NULL; with the lock held. */
+static StatsRegion *
+this_region(void)
+{
+	for (int i = 0; i < stats->nregions; i++)
+		if (region_at(i)->database == MyDatabaseId)
+			return region_at(i);
+	return NULL;
+}
+
+/*
+ * This database's region, taking a free one or one whose database holds no
+ * worker slot (as many regions as slots: one of them is free or stale while
+ * this database holds a slot); NULL when it holds none.  With the lock held
+ * exclusively.
+ */
+static StatsRegion *
+claim_region(void)
+{
+	StatsRegion *r = this_region();
+
+	for (int i = 0; r == NULL && i < stats->nregions; i++)
+	{
+		StatsRegion *c = region_at(i);
+		bool		stale;
+
+		SpinLockAcquire(&wi_shared->mutex);
+		stale = !OidIsValid(c->database) || wi_slot_of(c->database) == NULL;
+		SpinLockRelease(&wi_shared->mutex);
+		if (stale)
+		{
+			memset(c, 0, region_size());
+			c->database = MyDatabaseId;
+			r = c;
+		}
+	}
+	return r;
 }
 
 /* Copy at most size - 1 bytes, never cutting a character in two. */
@@ -148,34 +250,31 @@ bucket_of(double us)
 	return Min(Max(b, 0), HIST_BUCKETS - 1);
 }
 
-/* The slot of a source, taking a free or stale one; with the lock held. */
+/* The slot of a source in a region, taking a free or stale one; with the lock held. */
 static SourceStats *
-source_slot(const char *source, int64 minute)
+source_slot(StatsRegion *r, const char *source, int64 minute)
 {
+	SourceStats *sources = region_sources(r);
 	SourceStats *free_slot = NULL;
-	bool		other = false;
 
-	for (int i = 0; i < STAT_SOURCES - 1; i++)
+	for (int i = 0; i < stat_sources - 1; i++)
 	{
-		SourceStats *s = &stats->sources[i];
+		SourceStats *s = &sources[i];
 
-		if (s->name[0] != '\0' && s->database == MyDatabaseId &&
-			strncmp(s->name, source, STAT_NAME_LEN - 1) == 0)
+		if (s->name[0] != '\0' && strncmp(s->name, source, STAT_NAME_LEN - 1) == 0)
 			return s;
 		if (free_slot == NULL && (s->name[0] == '\0' || s->last_minute <= minute - COUNT_MINUTES))
 			free_slot = s;
 	}
 	if (free_slot == NULL)
 	{
-		free_slot = &stats->sources[STAT_SOURCES - 1];
+		free_slot = &sources[stat_sources - 1];
 		if (strcmp(free_slot->name, OTHER_SOURCES) == 0)
 			return free_slot;
 		source = OTHER_SOURCES;
-		other = true;
 	}
 	memset(free_slot, 0, sizeof(SourceStats));
 	clip_copy(free_slot->name, source, STAT_NAME_LEN);
-	free_slot->database = other ? InvalidOid : MyDatabaseId;
 	return free_slot;
 }
 
@@ -206,11 +305,14 @@ histogram_now(SourceStats *s, int64 minute)
 	return h;
 }
 
-/* The worker records one batch's outcomes between begin and end. */
+/* The worker records one batch's outcomes between begin and end, in its database's region. */
+static StatsRegion *batch_region = NULL;
+
 void
 wi_stats_begin(void)
 {
 	LWLockAcquire(stats->lock, LW_EXCLUSIVE);
+	batch_region = claim_region();
 }
 
 void
@@ -223,9 +325,12 @@ void
 wi_stats_done(const char *source, TimestampTz now, double done_us, double fetch_us)
 {
 	int64		minute = minute_of(now);
-	SourceStats *s = source_slot(source, minute);
+	SourceStats *s;
 	MinuteHistogram *h;
 
+	if (batch_region == NULL)
+		return;
+	s = source_slot(batch_region, source, minute);
 	counts_now(s, minute)->done++;
 	h = histogram_now(s, minute);
 	h->done_us[bucket_of(done_us)]++;
@@ -237,15 +342,18 @@ wi_stats_failed(const char *source, TimestampTz now, int64 job_id, const char *e
 				int attempt, int http_status, const char *error, double fetch_ms, bool dead)
 {
 	int64		minute = minute_of(now);
-	MinuteCounts *c = counts_now(source_slot(source, minute), minute);
-	Failure    *f = &stats->failures[stats->failures_written++ % FAILURES];
+	MinuteCounts *c;
+	Failure    *f;
 
+	if (batch_region == NULL)
+		return;
+	c = counts_now(source_slot(batch_region, source, minute), minute);
+	f = &region_failures(batch_region)[batch_region->failures_written++ % stat_failures];
 	if (dead)
 		c->dead++;
 	else
 		c->retried++;
 	f->at = now;
-	f->database = MyDatabaseId;
 	f->job_id = job_id;
 	clip_copy(f->source, source, sizeof(f->source));
 	clip_copy(f->external_id, external_id, sizeof(f->external_id));
@@ -254,13 +362,6 @@ wi_stats_failed(const char *source, TimestampTz now, int64 job_id, const char *e
 	clip_copy(f->error, error, sizeof(f->error));
 	f->fetch_ms = fetch_ms;
 	f->dead = dead;
-}
-
-/* The views show this database's sources (and the catch-all slot). */
-static bool
-of_this_database(Oid database)
-{
-	return database == MyDatabaseId || database == InvalidOid;
 }
 
 #if PG_VERSION_NUM < 150000
@@ -317,16 +418,19 @@ webhook_ingest_recent_counts(PG_FUNCTION_ARGS)
 	int			minutes = minutes_arg(fcinfo, COUNT_MINUTES);
 	int64		now = minute_of(GetCurrentTimestamp());
 
+	StatsRegion *r;
+
 	wi_init_srf(fcinfo);
 	LWLockAcquire(stats->lock, LW_SHARED);
-	for (int i = 0; i < STAT_SOURCES; i++)
+	r = this_region();
+	for (int i = 0; r != NULL && i < stat_sources; i++)
 	{
-		SourceStats *s = &stats->sources[i];
+		SourceStats *s = &region_sources(r)[i];
 		int64		sums[3] = {0, 0, 0};
 		Datum		values[4];
 		bool		nulls[4] = {0};
 
-		if (s->name[0] == '\0' || !of_this_database(s->database))
+		if (s->name[0] == '\0')
 			continue;
 		for (int m = 0; m < COUNT_MINUTES; m++)
 		{
@@ -398,10 +502,11 @@ webhook_ingest_latency(PG_FUNCTION_ARGS)
 	uint64	   *fetch_us = palloc(sizeof(uint64) * HIST_BUCKETS);
 
 	wi_init_srf(fcinfo);
-	for (int i = 0; i < STAT_SOURCES; i++)
+	for (int i = 0; i < stat_sources; i++)
 	{
-		SourceStats *s = &stats->sources[i];
-		char		name[STAT_NAME_LEN];
+		StatsRegion *r;
+		SourceStats *s;
+		char		name[STAT_NAME_LEN] = "";
 		uint64		total = 0;
 		Datum		values[8];
 		bool		nulls[8] = {0};
@@ -410,9 +515,10 @@ webhook_ingest_latency(PG_FUNCTION_ARGS)
 		memset(done_us, 0, sizeof(uint64) * HIST_BUCKETS);
 		memset(fetch_us, 0, sizeof(uint64) * HIST_BUCKETS);
 		LWLockAcquire(stats->lock, LW_SHARED);
-		strlcpy(name, s->name, sizeof(name));
-		if (!of_this_database(s->database))
-			name[0] = '\0';
+		r = this_region();
+		s = r ? &region_sources(r)[i] : NULL;
+		if (s)
+			strlcpy(name, s->name, sizeof(name));
 		for (int m = 0; name[0] != '\0' && m < HIST_MINUTES; m++)
 		{
 			MinuteHistogram *h = &s->hist[m];
@@ -448,20 +554,23 @@ Datum
 webhook_ingest_recent_failures(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Failure    *copy = palloc(sizeof(Failure) * FAILURES);
+	Failure    *copy = palloc0(sizeof(Failure) * stat_failures);
+	StatsRegion *r;
 
 	wi_init_srf(fcinfo);
 	LWLockAcquire(stats->lock, LW_SHARED);
-	memcpy(copy, stats->failures, sizeof(Failure) * FAILURES);
+	r = this_region();
+	if (r != NULL)
+		memcpy(copy, region_failures(r), sizeof(Failure) * stat_failures);
 	LWLockRelease(stats->lock);
 
-	for (int i = 0; i < FAILURES; i++)
+	for (int i = 0; i < stat_failures; i++)
 	{
 		Failure    *f = &copy[i];
 		Datum		values[9];
 		bool		nulls[9] = {0};
 
-		if (f->at == 0 || f->database != MyDatabaseId)
+		if (f->at == 0)
 			continue;
 		values[0] = TimestampTzGetDatum(f->at);
 		values[1] = Int64GetDatum(f->job_id);

@@ -7,9 +7,10 @@
  *		and its worker and apply workers asked to stop and waited for (each
  *		stops between batches), so that dropdb() finds
  *		no other session; the block ends with the transaction.  At the
- *		commit of CREATE EXTENSION and CREATE DATABASE the launcher is woken
- *		to look at the database at once; at the commit of ALTER EXTENSION
- *		the database's worker is.
+ *		commit of CREATE EXTENSION, CREATE DATABASE and an ALTER DATABASE of
+ *		IS_TEMPLATE or ALLOW_CONNECTIONS the launcher is woken to look at the
+ *		database (at most once a second per database: launcher.c); at the
+ *		commit of ALTER EXTENSION the database's worker is.
  *
  * IDENTIFICATION
  *		src/utility.c
@@ -49,6 +50,7 @@ static bool xact_callback_registered = false;
 static Oid	my_blocks[WI_MAX_PENDING];
 static int	nmy_blocks = 0;
 static Oid	looks_at_commit[WI_MAX_PENDING];
+static bool installed_at_commit[WI_MAX_PENDING];	/* the look follows CREATE EXTENSION */
 static int	nlooks_at_commit = 0;
 
 static void
@@ -79,7 +81,8 @@ at_end_of_xact(XactEvent event, void *arg)
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
 			for (int i = 0; i < nlooks_at_commit; i++)
-				wi_shmem_wake_launcher(looks_at_commit[i]);
+				(installed_at_commit[i] ? wi_shmem_wake_launcher_installed :
+				 wi_shmem_wake_launcher) (looks_at_commit[i]);
 			nlooks_at_commit = 0;
 			unblock_all();
 			break;
@@ -105,11 +108,14 @@ need_xact_callback(void)
 }
 
 static void
-look_at_commit(Oid database)
+look_at_commit(Oid database, bool installed)
 {
 	need_xact_callback();
 	if (nlooks_at_commit < WI_MAX_PENDING)
+	{
+		installed_at_commit[nlooks_at_commit] = installed;
 		looks_at_commit[nlooks_at_commit++] = database;
+	}
 	else
 		wi_shmem_wake_launcher(InvalidOid);
 }
@@ -349,6 +355,22 @@ database_to_stop(Node *parsetree)
 	}
 }
 
+/* Does ALTER DATABASE change an option the launcher reads? */
+static bool
+changes_who_is_served(AlterDatabaseStmt *stmt)
+{
+	ListCell   *lc;
+
+	foreach(lc, stmt->options)
+	{
+		const char *option = ((DefElem *) lfirst(lc))->defname;
+
+		if (strcmp(option, "is_template") == 0 || strcmp(option, "allow_connections") == 0)
+			return true;
+	}
+	return false;
+}
+
 /* After the command: what to wake at commit. */
 static void
 wake_after(Node *parsetree)
@@ -357,22 +379,29 @@ wake_after(Node *parsetree)
 	{
 		case T_CreateExtensionStmt:
 			if (strcmp(((CreateExtensionStmt *) parsetree)->extname, WI_EXTENSION_NAME) == 0)
-				look_at_commit(MyDatabaseId);
+				look_at_commit(MyDatabaseId, true);
 			break;
 		case T_AlterExtensionStmt:
 			if (strcmp(((AlterExtensionStmt *) parsetree)->extname, WI_EXTENSION_NAME) == 0)
 				wi_wake_worker_at_commit();
 			break;
 		case T_AlterDatabaseStmt:
-			/* IS_TEMPLATE, ALLOW_CONNECTIONS: the launcher reads pg_database again. */
-			look_at_commit(get_database_oid(((AlterDatabaseStmt *) parsetree)->dbname, true));
+			/*
+			 * IS_TEMPLATE, ALLOW_CONNECTIONS: the launcher reads pg_database
+			 * again.  No other option decides whether a database has a worker,
+			 * and a database's owner may change them in a loop (audit 0.10.0
+			 * third pass, 5: a look of a database without the extension is a
+			 * worker started to find that out).
+			 */
+			if (changes_who_is_served((AlterDatabaseStmt *) parsetree))
+				look_at_commit(get_database_oid(((AlterDatabaseStmt *) parsetree)->dbname, true), false);
 			break;
 		case T_CreatedbStmt:
 			{
 				Oid			created = get_database_oid(((CreatedbStmt *) parsetree)->dbname, true);
 
 				if (OidIsValid(created))
-					look_at_commit(created);
+					look_at_commit(created, false);
 				break;
 			}
 		default:

@@ -39,6 +39,7 @@ int			wi_lock_timeout_ms = 50;
 int			wi_max_payload_size_kb = 1024;
 int			wi_apply_workers = 2;
 int			wi_apply_queue_size_kb = 1024;
+int			wi_dead_payload_limit_kb = 64 * 1024;
 
 void		_PG_init(void);
 
@@ -201,9 +202,18 @@ _PG_init(void)
 							1024, 64, 1024 * 1024,
 							PGC_SIGHUP, GUC_UNIT_KB,
 							NULL, NULL, NULL);
+	DefineCustomIntVariable("webhook_ingest.dead_payload_limit",
+							"Most payload bytes one source's dead jobs keep.",
+							"A job that dies while its source's dead jobs keep this much loses its payload "
+							"(its row stays, last_error says so); -1: no limit. An object keeps one dead job, its newest.",
+							&wi_dead_payload_limit_kb,
+							64 * 1024, -1, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_KB,
+							NULL, NULL, NULL);
 
 	wi_net_guard_define_gucs();
 	wi_egress_define_gucs();
+	wi_stats_define_gucs();
 
 #if PG_VERSION_NUM >= 150000
 	MarkGUCPrefixReserved("webhook_ingest");

@@ -45,6 +45,7 @@ extern int	wi_lock_timeout_ms;
 extern int	wi_max_payload_size_kb;
 extern int	wi_apply_workers;
 extern int	wi_apply_queue_size_kb;
+extern int	wi_dead_payload_limit_kb;
 
 /* Most apply workers per database (webhook_ingest.apply_workers). */
 #define WI_MAX_APPLIERS			32
@@ -99,6 +100,7 @@ extern void wi_shmem_publish_applier(const char *state, int in_batch, const WiCo
 extern void wi_shmem_publish_alone(const char *text);
 extern void wi_shmem_publish_horizon(TimestampTz history_until, TimestampTz kept_until);
 extern void wi_shmem_horizon(TimestampTz *history_until, TimestampTz *kept_until);
+extern void wi_shmem_wake_launcher_installed(Oid database);
 extern void wi_shmem_publish_sources(void);
 extern void wi_wake_worker_at_commit(void);
 extern ConditionVariable *wi_shmem_job_cv(int64 job_id);
@@ -132,6 +134,7 @@ extern uint32 wi_wait_event(WiWaitEvent event);
 struct FunctionCallInfoBaseData;
 extern void wi_init_srf(struct FunctionCallInfoBaseData *fcinfo);
 #endif
+extern void wi_stats_define_gucs(void);
 extern Size wi_stats_shmem_size(void);
 extern void wi_stats_shmem_request(void);
 extern void wi_stats_shmem_startup(void);
