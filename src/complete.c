@@ -423,7 +423,8 @@ handle(ApplyJob *t, bool gone)
 {
 	Datum		args[3];
 	bool		nulls[3] = {false, gone, false};
-	TimestampTz started;
+	TimestampTz started = GetCurrentTimestamp();
+	int64		parse_us;
 
 	args[1] = (Datum) 0;
 	if (!gone)
@@ -436,16 +437,21 @@ handle(ApplyJob *t, bool gone)
 					 errmsg("response body is not valid text in the database encoding")));
 		args[1] = DirectFunctionCall1(jsonb_in, CStringGetDatum(body));
 	}
+	parse_us = GetCurrentTimestamp() - started;
 	args[0] = CStringGetTextDatum(t->external_id);
 	if (OidIsValid(t->handler))
 		args[2] = load_payload(t, &nulls[2]);
-	/* The handler's own time (charged to its source: sched_apply.c), not the bookkeeping around it. */
+	/*
+	 * Charged to its source (sched_apply.c): its document's parse and its
+	 * handler's own time (a document slow to parse is the source's cost too),
+	 * not the bookkeeping around them.
+	 */
 	started = GetCurrentTimestamp();
 	if (OidIsValid(t->handler))
 		wi_call_handler(t->handler, args, nulls);
 	else
 		store_document(t, args[0], args[1], gone);
-	t->handler_us = GetCurrentTimestamp() - started;
+	t->handler_us = parse_us + (GetCurrentTimestamp() - started);
 	mark_done(t);
 	notify_done(t);
 }

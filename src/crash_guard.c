@@ -409,8 +409,8 @@ static void
 kill_deadline_job(const LeftJob *job, int leash_ms)
 {
 	char	   *why = leash_ms > 0 ?
-		psprintf("attempt %d: the handler ran past its hard deadline (%d ms in a batch shared with other sources, "
-				 "and %d ms more), ignoring its cancel; its apply worker was ended; not retried",
+		psprintf("attempt %d: the handler ran past its hard deadline (the %d ms leash of a batch other sources "
+				 "wait for, and %d ms more), ignoring its cancel; its apply worker was ended; not retried",
 				 job->attempt, leash_ms, WI_HARD_DEADLINE_GRACE_MS(leash_ms)) :
 		psprintf("attempt %d: the handler ran past its hard deadline (webhook_ingest.handler_timeout, "
 				 "%d ms, and %d ms more), ignoring its cancel; its apply worker was ended; not retried",

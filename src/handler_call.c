@@ -283,7 +283,7 @@ wi_call_handler(Oid handler, Datum *args, const bool *nulls)
 	if (leash_hit)
 		ereport(ERROR,
 				(errcode(ERRCODE_QUERY_CANCELED),
-				 errmsg("handler ran past %d ms in a batch shared with other sources", call_leash_ms)));
+				 errmsg("handler ran past the %d ms leash of a batch other sources wait for", call_leash_ms)));
 	/* One that caught the cancel and returned late still failed: roll it back. */
 	if (TimestampDifferenceExceeds(started, GetCurrentTimestamp(), wi_handler_timeout_ms))
 		ereport(ERROR,

@@ -5,6 +5,7 @@ audit of the apply workers (loopback only).  Routes:
   /nul/<id>         200 with a body that holds a NUL byte inside a JSON string
   /badutf8/<id>     200 with a JSON body that is not valid UTF-8
   /loris/<id>?ms=M  200 whose body comes one byte every M ms (Content-Length known)
+  /keys/<id>?n=N    200 with a JSON object of N keys (about 16 N bytes; slow to parse)
   /posts/<id>       200 {"id"}
 Any route takes ?delay_ms=N.
 """
@@ -28,7 +29,15 @@ def huge_parts(oid, kb):
     return prefix, max(kb // 64, 1), b'"}'
 
 
+keyed = {}
+
+
 def body_for(kind, oid, q):
+    if kind == "keys":
+        n = int(q.get("n", ["70000"])[0])
+        if n not in keyed:
+            keyed[n] = ("{" + ",".join('"k%d": %d' % (i, i) for i in range(n)) + "}").encode()
+        return keyed[n]
     if kind == "nul":
         return b'{"id": "' + oid.encode() + b'", "s": "a\x00b"}'
     if kind == "badutf8":

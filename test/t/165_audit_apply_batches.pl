@@ -14,7 +14,12 @@
 #      results its batch budget left were shipped again and again.  A batch's
 #      bodies now fit an apply worker's queue (one result at least);
 #  A3. lastval() in a handler gave the previous job's sequence - another
-#      role's: its value, or its name in the error - across jobs.
+#      role's: its value, or its name in the error - across jobs;
+#  A4. the parse of a fetched document was not charged to its source: an
+#      upstream whose documents are slow to parse (1 MB of small keys, about
+#      60 ms each) kept a source with a handler that does nothing "quick", so
+#      its results filled every quick batch, ahead of the others by the
+#      virtual clock.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -83,6 +88,7 @@ $node->safe_psql('postgres', q{
 	                                 'devs.turncoat(text,jsonb,jsonb)');
 	SELECT webhook_ingest.add_source('victim', 'http://127.0.0.1:18080/posts/{external_id}', 'count_it(text,jsonb,jsonb)');
 	SELECT webhook_ingest.add_source('bigdocs', 'http://127.0.0.1:18080/big/{external_id}?kb=1000', 'noop(text,jsonb,jsonb)');
+	SELECT webhook_ingest.add_source('keyed', 'http://127.0.0.1:18080/keys/{external_id}', 'noop(text,jsonb,jsonb)');
 	SELECT webhook_ingest.add_source('numbered', 'http://127.0.0.1:18080/posts/{external_id}',
 	                                 'devs.numbered(text,jsonb,jsonb)');
 	SELECT webhook_ingest.add_source('peek', 'http://127.0.0.1:18080/posts/{external_id}', 'devs2.peek(text,jsonb,jsonb)');
@@ -182,6 +188,13 @@ cmp_ok($grown / 1048576, '<', 32,
 	sprintf('160 results of 1000 kB ready at once (done in %.1f s): an apply worker keeps %.1f MB more, not the largest batch', $big_s,
 		$grown / 1048576));
 is(q1(q{SELECT count(*) FROM webhook_ingest.jobs WHERE source = 'bigdocs' AND state = 'done'}), '161', 'all done');
+
+# A4. Documents slow to parse (60 000 keys each), a handler that does nothing: the parse is the source's cost.
+my $before_ms = q1(q{SELECT handler_ms FROM webhook_ingest.worker_status WHERE role = 'fetcher'});
+q1(q{SELECT count(*) FROM generate_series(1, 10) g, webhook_ingest.enqueue('keyed', 'k' || g) e});
+drained(q{source = 'keyed'}, 10) or diag('the keyed documents did not drain');
+my $charged = q1(q{SELECT handler_ms FROM webhook_ingest.worker_status WHERE role = 'fetcher'}) - $before_ms;
+cmp_ok($charged, '>=', 10 * 10, "10 documents slow to parse: their source is charged $charged ms of apply time (their parse)");
 
 # A3. One apply worker: a job's nextval(), then another role's handler calls lastval().
 $node->append_conf('postgresql.conf', "webhook_ingest.apply_workers = 1\n");
