@@ -171,6 +171,7 @@ read_batch(const char *data, Size nbytes)
 		elog(ERROR, "webhook_ingest apply worker: not a batch message");
 	applier.batch_id = header.batch_id;
 	applier.fetcher_pid = header.fetcher_pid;
+	wi_handler_set_leash(Max(header.leash_ms, 0));
 	applier.jobs = MemoryContextAllocZero(applier.batch_cxt, sizeof(ApplyJob) * Max(header.njobs, 1));
 	for (uint32 i = 0; i < header.njobs; i++)
 	{
@@ -217,7 +218,7 @@ give_back_unfinished(void)
 
 	for (int i = 0; i < applier.njobs; i++)
 		if (applier.jobs[i].outcome == WI_OUTCOME_LOCKED || applier.jobs[i].outcome == WI_OUTCOME_NOT_STARTED ||
-			applier.jobs[i].outcome == WI_OUTCOME_ERROR)
+			applier.jobs[i].outcome == WI_OUTCOME_ERROR || applier.jobs[i].outcome == WI_OUTCOME_TOO_SLOW)
 			ids[n++] = applier.jobs[i].job_id;
 	if (n == 0)
 		return;

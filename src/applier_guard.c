@@ -115,7 +115,7 @@ settle_on_exit(int code, Datum arg)
 	{
 		appendStringInfoString(&buf, WI_GUARD_DEADLINE);
 		append_job(&buf, culprit);
-		appendStringInfoChar(&buf, '\n');
+		appendStringInfo(&buf, ":%d\n", wi_handler_call_leash());
 		batch_line(&buf, WI_GUARD_INTERRUPTED, culprit->job_id);
 		wi_shmem_set_exit_reason(WI_EXIT_DEADLINE, "ended: a handler ran past its hard deadline");
 	}

@@ -5,8 +5,10 @@
  *		worker says how the job's completion ended, so a result is lost only
  *		when the fetcher itself is.
  *
- *		Each pass: attach to the queues an apply worker published (after
- *		settling what a predecessor of that number left, crash_guard.c);
+ *		Each pass: attach to the queues an apply worker published (not
+ *		those a previous fetcher used: that apply worker may still complete
+ *		its batch; then settle what a predecessor of that number left,
+ *		crash_guard.c);
  *		read the outcomes of the batches handed over; go on streaming a
  *		batch larger than the queue; give every idle apply worker its next
  *		batch, as sched_apply.c picks it; and notice an apply worker that is
@@ -19,9 +21,12 @@
  *		log names them.  A result whose completion met WI_MAX_COMPLETION_ERRORS
  *		errors is given up the same way.  Everything held counts against the
  *		fetcher's transfer slots: when the apply workers fall behind, it
- *		starts fewer transfers.  A list page of a reconciliation sweep goes
- *		the same way, flagged (apply_queue.h); its answer tells the loop
- *		that the sweep's next page may be due.
+ *		starts fewer transfers.  A batch of quick sources, and a slow one's
+ *		that takes the apply worker kept for the others, is leashed
+ *		(apply_queue.h); a result that comes back too slow goes again alone.
+ *		A list page of a reconciliation sweep goes the same way, flagged
+ *		(apply_queue.h); its answer tells the loop that the sweep's next page
+ *		may be due.
  *
  * IDENTIFICATION
  *		src/apply_dispatch.c
@@ -52,6 +57,7 @@ typedef struct Link
 	List	   *batch;			/* Transfers handed over; NIL: idle */
 	uint64		batch_id;
 	bool		restricted;		/* a batch of a source not known to be quick */
+	bool		leashed;		/* its handlers may not take long (apply_queue.h) */
 	TimestampTz handed_at;
 	/* the batch's message while it streams into the queue (sending) */
 	bool		sending;
@@ -77,7 +83,7 @@ static const char empty[1] = "";
 static bool
 must_go_alone(Transfer *t)
 {
-	return t->errors > 0 || wi_crash_guard_must_go_alone(t);
+	return t->errors > 0 || t->too_slow || wi_crash_guard_must_go_alone(t);
 }
 
 static List *
@@ -136,6 +142,7 @@ build_message(Link *l)
 	l->header.njobs = n;
 	l->header.batch_id = l->batch_id;
 	l->header.fetcher_pid = MyProcPid;
+	l->header.leash_ms = l->leashed ? WI_APPLY_LEASH_MS : 0;
 	l->items = palloc0(sizeof(WiApplyItem) * n);
 	l->iov = palloc(sizeof(shm_mq_iovec) * (1 + 7 * n));
 	l->niov = 0;
@@ -206,13 +213,14 @@ send_more(Link *l)
 static void applier_gone(int index);
 
 static void
-hand_over(int index, List *batch, bool restricted)
+hand_over(int index, List *batch, bool restricted, bool leashed)
 {
 	Link	   *l = &links[index];
 
 	l->batch = batch;
 	l->batch_id = next_batch_id++;
 	l->restricted = restricted;
+	l->leashed = leashed;
 	l->handed_at = GetCurrentTimestamp();
 	if (list_length(batch) == 1)
 		((Transfer *) linitial(batch))->alone = true;	/* for the crash guard's count of lone completions */
@@ -266,7 +274,7 @@ static void
 take_outcome(Transfer *t, const WiApplyOutcome *o, WiCounters *counters)
 {
 	bool		ended = o->outcome != WI_OUTCOME_LOCKED && o->outcome != WI_OUTCOME_NOT_STARTED &&
-		o->outcome != WI_OUTCOME_ERROR;
+		o->outcome != WI_OUTCOME_ERROR && o->outcome != WI_OUTCOME_TOO_SLOW;
 
 	wi_sched_left_applier(t);
 	if (o->outcome != WI_OUTCOME_NOT_STARTED)
@@ -274,6 +282,8 @@ take_outcome(Transfer *t, const WiApplyOutcome *o, WiCounters *counters)
 	if (t->alone)
 		wi_crash_guard_completed_alone(t->job_id, t->handler, o->outcome);
 	t->alone = false;
+	if (o->outcome == WI_OUTCOME_TOO_SLOW)
+		t->too_slow = true;
 	if (!ended)
 	{
 		hand_back(t, o->outcome);
@@ -355,7 +365,9 @@ applier_gone(int index)
 		wi_sched_left_applier(t);
 		if (t->job_id == culprit || t->job_id == deadline_job)
 		{
-			wi_sched_applied(t, GetCurrentTimestamp() - l->handed_at);
+			/* charged what ignoring its cancel would take without a leash: its source is heavy now */
+			wi_sched_applied(t, Max(GetCurrentTimestamp() - l->handed_at,
+									(int64) (wi_handler_timeout_ms + WI_HARD_DEADLINE_GRACE_MS(wi_handler_timeout_ms)) * 1000));
 			release(t);			/* dead (crash_guard.c): nothing more to do */
 		}
 		else
@@ -381,9 +393,16 @@ look_for_queues(int index)
 	if (l->queues != NULL)
 		applier_gone(index);	/* a new apply worker of that number: the old one left */
 	l->generation = generation;
+	/*
+	 * Not queues a previous fetcher used: their apply worker may still be
+	 * completing that fetcher's batch, and its file is its own, not a
+	 * predecessor's.  It makes new queues once that batch is over.
+	 */
+	l->queues = wi_apply_queues_attach(queues);
+	if (l->queues == NULL)
+		return;
 	/* What a predecessor of this number left, before this one gets a batch. */
 	(void) wi_crash_guard_settle(index);
-	l->queues = wi_apply_queues_attach(queues);
 	l->pid = pid;
 }
 
@@ -485,15 +504,21 @@ hand_out(void)
 	for (int i = 0; i < WI_MAX_APPLIERS; i++)
 	{
 		bool		restricted;
+		bool		reserve_free;
 		List	   *batch;
 
 		if (links[i].queues == NULL || links[i].batch != NIL)
 			continue;
-		batch = wi_sched_next_batch(WI_APPLY_MAX_BATCH, restricted_busy() < restricted_cap, must_go_alone,
-									&restricted);
+		reserve_free = restricted_busy() < restricted_cap;
+		batch = wi_sched_next_batch(WI_APPLY_MAX_BATCH, reserve_free, must_go_alone, &restricted);
 		if (batch == NIL)
 			return;
-		hand_over(i, batch, restricted);
+		/*
+		 * Leashed: a batch of quick sources (a handler that turns out slow
+		 * must not hold the others' jobs of its batch), and a slow source's
+		 * that takes the apply worker kept for the others.
+		 */
+		hand_over(i, batch, restricted, restricted ? !reserve_free : wi_sched_quick(linitial(batch)));
 	}
 }
 

@@ -75,7 +75,12 @@ wi_apply_queues_create(Size in_size)
 	return q;
 }
 
-/* Fetcher: the other end of an apply worker's queues, or NULL if the segment is gone. */
+/*
+ * Fetcher: the other end of an apply worker's queues, or NULL if the segment
+ * is gone, or if another fetcher was attached to it (one that exited: the
+ * apply worker may still complete that fetcher's batch, then makes new
+ * queues).
+ */
 WiApplyQueues *
 wi_apply_queues_attach(dsm_handle handle)
 {
@@ -96,6 +101,14 @@ wi_apply_queues_attach(dsm_handle handle)
 		elog(ERROR, "webhook_ingest: bad magic number in an apply worker's queues");
 	in = shm_toc_lookup(toc, WI_TOC_IN, false);
 	out = shm_toc_lookup(toc, WI_TOC_OUT, false);
+	if (shm_mq_get_sender(in) != NULL)
+	{
+		/* a previous fetcher's */
+		dsm_detach(segment);
+		pfree(q);
+		MemoryContextSwitchTo(old);
+		return NULL;
+	}
 	shm_mq_set_sender(in, MyProc);
 	shm_mq_set_receiver(out, MyProc);
 	q->in = shm_mq_attach(in, segment, NULL);

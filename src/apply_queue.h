@@ -42,6 +42,18 @@
 /* Most jobs in one batch. */
 #define WI_APPLY_MAX_BATCH		256
 
+/*
+ * The leash of a batch of sources known to be quick (sched_apply.c: none of
+ * their jobs lately took this long), and of a slow source's batch that takes
+ * the apply worker kept for the others (apply_dispatch.c): a handler still
+ * running after it is cancelled, its work rolled back, and its result goes
+ * back to the fetcher (WI_OUTCOME_TOO_SLOW) to be completed again alone, as
+ * a heavy source's, never in the apply worker kept for the others.  So a
+ * source whose handler turns slow holds the other sources' jobs of its batch,
+ * and the last apply worker, this long at most, not handler_timeout.
+ */
+#define WI_APPLY_LEASH_MS		100
+
 typedef enum WiApplyMessageKind
 {
 	WI_MSG_BATCH = 0x57490001,	/* fetcher -> apply worker */
@@ -63,7 +75,7 @@ typedef struct WiApplyBatchHeader
 	uint32		njobs;
 	uint64		batch_id;
 	int32		fetcher_pid;	/* the jobs' worker_pid: a job claimed since by another fetcher is not ours */
-	int32		unused;
+	int32		leash_ms;		/* WI_APPLY_LEASH_MS for a batch of quick sources; 0: none */
 } WiApplyBatchHeader;
 
 typedef struct WiApplyItem
@@ -101,7 +113,8 @@ typedef enum WiOutcome
 	WI_OUTCOME_LOCKED,			/* its row was locked by another session: try again later */
 	WI_OUTCOME_NOT_STARTED,		/* the batch ran out of time before it: hand it over again */
 	WI_OUTCOME_ERROR,			/* an error escaped its batch's completion: try again, alone */
-	WI_OUTCOME_PAGE				/* a list page, processed (_reconcile_page committed with the batch) */
+	WI_OUTCOME_PAGE,			/* a list page, processed (_reconcile_page committed with the batch) */
+	WI_OUTCOME_TOO_SLOW			/* its handler ran past the batch's leash: rolled back, to go again alone */
 } WiOutcome;
 
 #define WI_OUTCOME_FLAG_HANDLER_ERROR	0x1 /* its handler raised an error */
@@ -142,7 +155,9 @@ typedef struct WiApplyQueues
  *                                              pg_terminate_backend, another
  *                                              process's crash) stopped it
  * preceded, when a handler ran past its hard deadline, by
- *   deadline <job>:<attempt>:<handler>
+ *   deadline <job>:<attempt>:<handler>:<leash>  (<leash>: the leash whose
+ *                                              deadline it was, in ms; 0:
+ *                                              handler_timeout's)
  * applier_guard.c writes it, the fetcher settles what a gone apply worker
  * left (crash_guard.c).
  */

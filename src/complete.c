@@ -20,7 +20,10 @@
  *		   wait_for_job(), count for the views.
  *
  *		A batch stops taking jobs after WI_BATCH_BUDGET_MS; the rest go back
- *		to the fetcher, not started, to be handed over again at once.
+ *		to the fetcher, not started, to be handed over again at once.  In a
+ *		leashed batch, a job whose handler runs past the leash is rolled back
+ *		and goes back too slow (not an attempt), and so do its source's
+ *		other jobs of the batch, not started.
  *
  *		Every state change is guarded by (id, state = 'running', attempts);
  *		no statement here waits for a lock another session holds for longer
@@ -421,7 +424,8 @@ handle(ApplyJob *t, bool gone)
 {
 	Datum		args[3];
 	bool		nulls[3] = {false, gone, false};
-	TimestampTz started;
+	TimestampTz started = GetCurrentTimestamp();
+	int64		parse_us;
 
 	args[1] = (Datum) 0;
 	if (!gone)
@@ -434,16 +438,21 @@ handle(ApplyJob *t, bool gone)
 					 errmsg("response body is not valid text in the database encoding")));
 		args[1] = DirectFunctionCall1(jsonb_in, CStringGetDatum(body));
 	}
+	parse_us = GetCurrentTimestamp() - started;
 	args[0] = CStringGetTextDatum(t->external_id);
 	if (OidIsValid(t->handler))
 		args[2] = load_payload(t, &nulls[2]);
-	/* The handler's own time (charged to its source: sched_apply.c), not the bookkeeping around it. */
+	/*
+	 * Charged to its source (sched_apply.c): its document's parse and its
+	 * handler's own time (a document slow to parse is the source's cost too),
+	 * not the bookkeeping around them.
+	 */
 	started = GetCurrentTimestamp();
 	if (OidIsValid(t->handler))
 		wi_call_handler(t->handler, args, nulls);
 	else
 		store_document(t, args[0], args[1], gone);
-	t->handler_us = GetCurrentTimestamp() - started;
+	t->handler_us = parse_us + (GetCurrentTimestamp() - started);
 	if (t->flags & WI_ITEM_RECONCILES)
 		wi_reconcile_fetched(t, args[1], gone);
 	mark_done(t);
@@ -529,13 +538,18 @@ complete_one(ApplyJob *t, WiCounters *counters)
 		}
 		MemoryContextSwitchTo(before);
 		CurrentResourceOwner = owner;
-		counters->handler_errors++;
-		t->handler_error = true;
 		t->handler_us = (int64) (handler_ms * 1000.0);	/* until it failed, the bookkeeping with it */
-		initStringInfo(&why);
-		appendStringInfoString(&why, handler_failure(t, e, verdict == WI_APPLY_GONE, handler_ms));
-		record_failure(t, handler_error_verdict(t, e), why.data, elapsed_ms);
-		count_failure(counters, t);
+		if (OidIsValid(t->handler) && wi_handler_leash_hit())
+			t->outcome = WI_OUTCOME_TOO_SLOW;	/* not an attempt of the job's: it goes again, alone */
+		else
+		{
+			counters->handler_errors++;
+			t->handler_error = true;
+			initStringInfo(&why);
+			appendStringInfoString(&why, handler_failure(t, e, verdict == WI_APPLY_GONE, handler_ms));
+			record_failure(t, handler_error_verdict(t, e), why.data, elapsed_ms);
+			count_failure(counters, t);
+		}
 		FreeErrorData(e);
 	}
 	PG_END_TRY();
@@ -552,6 +566,7 @@ complete_batch(void *arg)
 	MemoryContext per_job = AllocSetContextCreate(batch, "webhook_ingest job", ALLOCSET_DEFAULT_SIZES);
 	TimestampTz started = GetCurrentTimestamp();
 	bool		out_of_time = false;
+	const char *too_slow = NULL;	/* a source whose handler ran past the batch's leash */
 
 	batch_finished_at = GetCurrentTransactionStartTimestamp();
 	lock_batch(b);
@@ -562,7 +577,7 @@ complete_batch(void *arg)
 
 		if (t->outcome != WI_OUTCOME_NONE)
 			continue;
-		if (out_of_time)
+		if (out_of_time || (too_slow != NULL && strcmp(t->source, too_slow) == 0))
 		{
 			t->outcome = WI_OUTCOME_NOT_STARTED;	/* handed over again, to the next batch */
 			continue;
@@ -571,6 +586,8 @@ complete_batch(void *arg)
 		complete_one(t, b->counters);
 		MemoryContextSwitchTo(batch);
 		MemoryContextReset(per_job);
+		if (t->outcome == WI_OUTCOME_TOO_SLOW)
+			too_slow = t->source;
 		out_of_time = TimestampDifferenceExceeds(started, GetCurrentTimestamp(), WI_BATCH_BUDGET_MS);
 	}
 }
@@ -707,7 +724,8 @@ record_stats(const Batch *b)
 static bool
 completion_ended(WiOutcome outcome)
 {
-	return outcome != WI_OUTCOME_LOCKED && outcome != WI_OUTCOME_NOT_STARTED && outcome != WI_OUTCOME_ERROR;
+	return outcome != WI_OUTCOME_LOCKED && outcome != WI_OUTCOME_NOT_STARTED && outcome != WI_OUTCOME_ERROR &&
+		outcome != WI_OUTCOME_TOO_SLOW;
 }
 
 /*

@@ -22,7 +22,9 @@
  *		  behind), so that the next crash names its culprit;
  *		- interrupted: nobody is blamed (an administrator, a shutdown,
  *		  another process's crash);
- *		and in every case the done_lsn of jobs whose batch committed.
+ *		and in every case the done_lsn of jobs whose batch committed, and
+ *		the jobs still running under a previous fetcher (an apply worker
+ *		that outlived it) are taken back at once.
  *
  *		A suspect job leaves the list once its lone completion is over (done,
  *		dead or gone).  A suspect handler goes back to batches after
@@ -89,6 +91,7 @@ typedef struct LeftJob
 typedef struct LeftBehind
 {
 	LeftJob		deadline;		/* job_id 0: none */
+	int			deadline_leash_ms;	/* the leash whose hard deadline it was; 0: handler_timeout's */
 	LeftJob    *completing;
 	int			ncompleting;
 	LeftJob    *interrupted;
@@ -321,10 +324,14 @@ read_left_behind(const char *path, LeftBehind *left)
 		return false;
 	if ((words = words_after(buf, WI_GUARD_DEADLINE)) != NULL)
 	{
-		LeftJob    *d = parse_jobs(words, &n);
+		int			leash = 0;
+		LeftJob    *d;
 
+		(void) sscanf(words, " %*[0-9]:%*[0-9]:%*[0-9]:%d", &leash);
+		d = parse_jobs(words, &n);
 		if (n > 0)
 			left->deadline = d[0];
+		left->deadline_leash_ms = Max(leash, 0);
 	}
 	left->completing = parse_jobs(words_after(buf, WI_GUARD_COMPLETING), &left->ncompleting);
 	left->interrupted = parse_jobs(words_after(buf, WI_GUARD_INTERRUPTED), &left->ninterrupted);
@@ -399,11 +406,15 @@ end_deadline_job(void *arg)
 }
 
 static void
-kill_deadline_job(const LeftJob *job)
+kill_deadline_job(const LeftJob *job, int leash_ms)
 {
-	char	   *why = psprintf("attempt %d: the handler ran past its hard deadline (webhook_ingest.handler_timeout, "
-							   "%d ms, and %d ms more), ignoring its cancel; its apply worker was ended; not retried",
-							   job->attempt, wi_handler_timeout_ms, WI_HARD_DEADLINE_GRACE_MS(wi_handler_timeout_ms));
+	char	   *why = leash_ms > 0 ?
+		psprintf("attempt %d: the handler ran past its hard deadline (the %d ms leash of a batch other sources "
+				 "wait for, and %d ms more), ignoring its cancel; its apply worker was ended; not retried",
+				 job->attempt, leash_ms, WI_HARD_DEADLINE_GRACE_MS(leash_ms)) :
+		psprintf("attempt %d: the handler ran past its hard deadline (webhook_ingest.handler_timeout, "
+				 "%d ms, and %d ms more), ignoring its cancel; its apply worker was ended; not retried",
+				 job->attempt, wi_handler_timeout_ms, WI_HARD_DEADLINE_GRACE_MS(wi_handler_timeout_ms));
 	DeadlineJob d = {job, why, false};
 	int64		id = job->job_id;
 
@@ -481,6 +492,24 @@ blame(const LeftBehind *left)
  * none).  Suspects a crash made dead (or that were done meanwhile) leave the
  * list at once.
  */
+/* Jobs of the file a previous worker claimed, still running: due again now (wi_reclaim_left). */
+static void
+reclaim_left(const LeftBehind *left)
+{
+	int64	   *ids = palloc(sizeof(int64) * (left->ncompleting + left->ninterrupted + 1));
+	int			n = 0;
+
+	for (int i = 0; i < left->ncompleting; i++)
+		ids[n++] = left->completing[i].job_id;
+	for (int i = 0; i < left->ninterrupted; i++)
+		ids[n++] = left->interrupted[i].job_id;
+	n = wi_reclaim_left(ids, n);
+	if (n > 0)
+		ereport(LOG,
+				(errmsg("webhook_ingest worker: reclaimed %d jobs a previous worker had handed to an apply worker that is gone", n)));
+	pfree(ids);
+}
+
 static int64
 settle_file(const char *path)
 {
@@ -490,12 +519,13 @@ settle_file(const char *path)
 		return 0;
 	fill_done_lsn(&left);
 	if (left.deadline.job_id != 0)
-		kill_deadline_job(&left.deadline);
+		kill_deadline_job(&left.deadline, left.deadline_leash_ms);
 	if (left.ncompleting > 0)
 	{
 		blame(&left);
 		prune_suspects();
 	}
+	reclaim_left(&left);
 	return left.deadline.job_id;
 }
 
@@ -560,7 +590,8 @@ wi_crash_guard_completed_alone(int64 job_id, Oid handler, int outcome)
 {
 	AloneHandler *a = OidIsValid(handler) ? alone_entry(handler) : NULL;
 
-	if (outcome == WI_OUTCOME_LOCKED || outcome == WI_OUTCOME_NOT_STARTED || outcome == WI_OUTCOME_ERROR)
+	if (outcome == WI_OUTCOME_LOCKED || outcome == WI_OUTCOME_NOT_STARTED || outcome == WI_OUTCOME_ERROR ||
+		outcome == WI_OUTCOME_TOO_SLOW)
 		return;
 	if (outcome != WI_OUTCOME_RETRY)
 		forget_suspect(job_id);

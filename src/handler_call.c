@@ -7,9 +7,11 @@
  *		webhook_ingest.handler_timeout.  The function is found by OID and
  *		called through fmgr at every call, so a rename, a replaced body or a
  *		new owner takes effect at once; its owner and that owner's EXECUTE
- *		right are checked at every call too.  The caller runs this inside a
- *		subtransaction and releases the session's advisory locks after it
- *		(wi_handler_end_job).
+ *		right are checked at every call too.  In a leashed batch
+ *		(apply_queue.h) a handler still running after the leash is cancelled
+ *		and its call fails, whatever it does then.  The caller runs this
+ *		inside a subtransaction and releases the session's advisory locks
+ *		and sequence state after it (wi_handler_end_job).
  *
  * IDENTIFICATION
  *		src/handler_call.c
@@ -19,6 +21,7 @@
 #include "access/htup_details.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_proc.h"
+#include "commands/sequence.h"
 #include "commands/trigger.h"
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -56,6 +59,18 @@ static bool refused = false;
 static TimeoutId hard_deadline = MAX_TIMEOUTS;
 static volatile sig_atomic_t hard_deadline_hit = false;
 
+/*
+ * The leash of a batch of quick sources (WI_APPLY_LEASH_MS, apply_queue.h;
+ * 0: none): a handler still running then is cancelled as handler_timeout
+ * would, and whatever it does next (fails, or catches the cancel and
+ * returns) its call fails and is rolled back; the caller hands the job back
+ * as too slow for the batch (wi_handler_leash_hit), not as a failed attempt.
+ */
+static TimeoutId leash_timeout = MAX_TIMEOUTS;
+static int	leash_ms = 0;
+static int	call_leash_ms = 0;		/* the leash of the call in progress or last made; 0: none */
+static volatile sig_atomic_t leash_hit = false;
+
 static void
 hard_deadline_reached(void)
 {
@@ -63,6 +78,40 @@ hard_deadline_reached(void)
 	ProcDiePending = true;
 	InterruptPending = true;
 	SetLatch(MyLatch);
+}
+
+static void
+leash_reached(void)
+{
+	leash_hit = true;
+	QueryCancelPending = true;
+	InterruptPending = true;
+	SetLatch(MyLatch);
+}
+
+/* The leash of the handlers of the batch about to be completed (0: none). */
+void
+wi_handler_set_leash(int ms)
+{
+	leash_ms = ms;
+}
+
+/* Did the last call run past its batch's leash (its failure is not the job's)? */
+bool
+wi_handler_leash_hit(void)
+{
+	return leash_hit;
+}
+
+/*
+ * The leash of the call in progress (0: none): its hard deadline is that
+ * leash and as long again, not handler_timeout's (a handler that ignores the
+ * leash's cancel would ignore handler_timeout's as well).
+ */
+int
+wi_handler_call_leash(void)
+{
+	return call_leash_ms;
 }
 
 /* Did a handler run past its hard deadline (the apply worker is exiting for it)? */
@@ -82,6 +131,7 @@ wi_handler_remember_search_path(void)
 	handler_search_path = MemoryContextStrdup(TopMemoryContext,
 											  GetConfigOption("search_path", false, false));
 	hard_deadline = RegisterTimeout(USER_TIMEOUT, hard_deadline_reached);
+	leash_timeout = RegisterTimeout(USER_TIMEOUT, leash_reached);
 }
 
 /*
@@ -197,6 +247,7 @@ wi_call_handler(Oid handler, Datum *args, const bool *nulls)
 	TimestampTz started;
 
 	refused = false;
+	leash_hit = false;
 	owner = handler_owner(handler);
 
 	GetUserIdAndSecContext(&save_user, &save_sec_context);
@@ -207,8 +258,12 @@ wi_call_handler(Oid handler, Datum *args, const bool *nulls)
 							 GUC_ACTION_SAVE, true, 0, false);
 	all_constraints_immediate();
 	started = GetCurrentTimestamp();
+	call_leash_ms = (leash_ms > 0 && leash_ms < wi_handler_timeout_ms) ? leash_ms : 0;
 	enable_timeout_after(STATEMENT_TIMEOUT, wi_handler_timeout_ms);
-	enable_timeout_after(hard_deadline, wi_handler_timeout_ms + WI_HARD_DEADLINE_GRACE_MS(wi_handler_timeout_ms));
+	if (call_leash_ms > 0)
+		enable_timeout_after(leash_timeout, call_leash_ms);
+	enable_timeout_after(hard_deadline, call_leash_ms > 0 ? call_leash_ms + WI_HARD_DEADLINE_GRACE_MS(call_leash_ms) :
+						 wi_handler_timeout_ms + WI_HARD_DEADLINE_GRACE_MS(wi_handler_timeout_ms));
 	PG_TRY();
 	{
 		invoke(handler, args, nulls);
@@ -216,13 +271,19 @@ wi_call_handler(Oid handler, Datum *args, const bool *nulls)
 	PG_FINALLY();
 	{
 		disable_timeout(STATEMENT_TIMEOUT, false);
+		disable_timeout(leash_timeout, false);
 		disable_timeout(hard_deadline, false);
 	}
 	PG_END_TRY();
 
 	/* A cancel the timer raised just as the handler returned is moot now. */
-	if (get_timeout_indicator(STATEMENT_TIMEOUT, true))
+	if (get_timeout_indicator(STATEMENT_TIMEOUT, true) || leash_hit)
 		QueryCancelPending = false;
+	/* Past the leash, even a handler that caught its cancel has its work rolled back. */
+	if (leash_hit)
+		ereport(ERROR,
+				(errcode(ERRCODE_QUERY_CANCELED),
+				 errmsg("handler ran past the %d ms leash of a batch other sources wait for", call_leash_ms)));
 	/* One that caught the cancel and returned late still failed: roll it back. */
 	if (TimestampDifferenceExceeds(started, GetCurrentTimestamp(), wi_handler_timeout_ms))
 		ereport(ERROR,
@@ -257,12 +318,16 @@ wi_handler_timed_out(ErrorData *e, double elapsed_ms)
 
 /*
  * After each job: session-level advisory locks a handler took do not
- * outlive it, and the next job starts with no refusal on record.
+ * outlive it, nor what its nextval() calls left in the session (lastval()
+ * would give the next job - another source's handler, another role - the
+ * value, or the name, of this one's sequence: DISCARD SEQUENCES), and the
+ * next job starts with no refusal on record.
  */
 void
 wi_handler_end_job(void)
 {
 	LockReleaseSession(USER_LOCKMETHOD);
+	ResetSequenceCaches();
 	refused = false;
 }
 

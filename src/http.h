@@ -46,6 +46,7 @@ typedef struct Transfer
 	int			errors;			/* errors its completion met in an apply worker */
 	double		charged_us;		/* apply time charged to its source (sched_apply.c) */
 	bool		alone;			/* handed over in a batch of its own */
+	bool		too_slow;		/* came back past a quick batch's leash: completes alone, as a slow source's */
 
 	/* owned by http.c; callbacks touch only these, and never ereport */
 	CURL	   *easy;

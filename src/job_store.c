@@ -168,6 +168,12 @@ wi_events_pages(void)
 	return pages;
 }
 
+/* What taking back a job of a previous incarnation does (wi_reclaim_running, wi_reclaim_left). */
+#define WI_RECLAIM_SET \
+	" UPDATE webhook_ingest.queue j SET state = 'pending', lease_until = NULL, worker_pid = NULL," \
+	" attempts = greatest(j.attempts - 1, 0), next_attempt_at = now(), updated_at = now()," \
+	" last_error = 'reclaimed: the worker that ran it stopped'"
+
 /*
  * Jobs left running by an earlier incarnation of the worker are due again,
  * and so are the list pages it had leased (reconciliation: its sweep goes on
@@ -188,11 +194,37 @@ wi_reclaim_running(void)
 					 " left_running AS ("
 					 "  SELECT r.id FROM webhook_ingest.queue r WHERE r.state = 'running'"
 					 "   FOR NO KEY UPDATE SKIP LOCKED)"
-					 " UPDATE webhook_ingest.queue j SET state = 'pending', lease_until = NULL, worker_pid = NULL,"
-					 " attempts = greatest(j.attempts - 1, 0), next_attempt_at = now(), updated_at = now(),"
-					 " last_error = 'reclaimed: the worker that ran it stopped'"
+					 WI_RECLAIM_SET
 					 " FROM left_running WHERE j.id = left_running.id",
 					 0, NULL, NULL);
+}
+
+/*
+ * Of these jobs (those a gone apply worker was completing), the ones still
+ * running under an earlier incarnation of the worker are due again: that
+ * worker is gone, and this one does not hold them (its own are handed over
+ * again from its memory).  An apply worker that outlived its worker and was
+ * then ended in that worker's batch leaves them so; without this they would
+ * wait for their leases.
+ */
+int
+wi_reclaim_left(const int64 *ids, int n)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			types[1] = {INT8ARRAYOID};
+	Datum		args[1];
+
+	if (n == 0)
+		return 0;
+	args[0] = wi_id_array(ids, n);
+	return wi_run_alone("webhook_ingest: reclaiming jobs of a previous worker", &plan,
+					 "WITH left_running AS ("
+					 "  SELECT r.id FROM webhook_ingest.queue r"
+					 "   WHERE r.id = ANY ($1) AND r.state = 'running' AND r.worker_pid IS DISTINCT FROM pg_backend_pid()"
+					 "   FOR NO KEY UPDATE SKIP LOCKED)"
+					 WI_RECLAIM_SET
+					 " FROM left_running WHERE j.id = left_running.id",
+					 1, types, args);
 }
 
 /*

@@ -44,6 +44,7 @@ extern int64 wi_events_pages(void);
 extern bool wi_maintain_storage(void);
 
 extern int	wi_reclaim_running(void);
+extern int	wi_reclaim_left(const int64 *ids, int n);
 extern int	wi_reclaim_expired(TimestampTz from, const int64 *given_up, int ngiven_up);
 extern int64 wi_purge_events(int max_pages);
 extern int	wi_active_jobs(const int64 *ids, int n, bool held_here, int64 *active);

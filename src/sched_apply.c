@@ -41,15 +41,17 @@
 #include "utils/memutils.h"
 
 #include "webhook_ingest.h"
+#include "apply_queue.h"
 #include "http.h"
 #include "scheduler.h"
 #include "scheduler_internal.h"
 
 #define WI_FAST_US				5000.0	/* 5 ms a job */
-#define WI_FAST_PEAK_US			100000.0	/* 100 ms */
+#define WI_FAST_PEAK_US			(WI_APPLY_LEASH_MS * 1000.0)	/* 100 ms: past it, a quick batch's leash */
 #define WI_HEAVY_PEAK_US		1000000.0	/* 1 s */
 #define WI_MIN_COST_US			20.0	/* what the cheapest completion costs */
 #define WI_BATCH_BUDGET_US		200000.0	/* what a batch of a slow source is sized to */
+#define WI_BATCH_BYTES_MIN		((Size) 8 * 1024 * 1024)	/* the bodies a batch may carry, at least */
 #define WI_READY_HORIZON_US		2000000.0	/* apply time a source may have waiting */
 #define WI_EWMA_WEIGHT			0.2
 #define WI_PEAK_DECAY			0.95
@@ -132,16 +134,46 @@ hand(SourceSched *s)
 	return t;
 }
 
-/* Take up to max of s's ready results, stopping before one that must go alone. */
+/* The body a result carries to its apply worker. */
+static Size
+body_bytes(const Transfer *t)
+{
+	return t->body ? t->body_len : 0;
+}
+
+/* The bodies a batch carries. */
+static Size
+batch_bytes(List *batch)
+{
+	ListCell   *lc;
+	Size		bytes = 0;
+
+	foreach(lc, batch)
+		bytes += body_bytes((Transfer *) lfirst(lc));
+	return bytes;
+}
+
+/*
+ * Take up to max of s's ready results, stopping before one that must go
+ * alone, or that would make the batch's bodies larger than
+ * WI_BATCH_BYTES_MIN or an apply worker's queue if that is larger (a batch
+ * holds one result at least): an apply worker completes what its budget
+ * allows and hands the rest back, which would then cross the queue again and
+ * again, and it keeps a buffer the size of the largest message it received.
+ */
 static List *
 take(SourceSched *s, List *batch, int max, WiAloneTest alone)
 {
+	Size		bytes = batch_bytes(batch);
+	Size		most = Max((Size) wi_apply_queue_size_kb * 1024, WI_BATCH_BYTES_MIN);
+
 	while (s->ready != NIL && list_length(batch) < max)
 	{
 		Transfer   *t = (Transfer *) linitial(s->ready);
 
-		if (alone(t))
+		if (alone(t) || (batch != NIL && bytes + body_bytes(t) > most))
 			break;
+		bytes += body_bytes(t);
 		batch = lappend(batch, hand(s));
 	}
 	return batch;
@@ -155,6 +187,9 @@ take(SourceSched *s, List *batch, int max, WiAloneTest alone)
 static bool
 eligible(const SourceSched *s, bool reserve_free, bool quick_waiting)
 {
+	/* Its next came back past a leash: how long it takes is not known, as a heavy source's. */
+	if (s->ready != NIL && ((Transfer *) linitial(s->ready))->too_slow)
+		return reserve_free;
 	switch (class_of(s))
 	{
 		case APPLY_FAST:
@@ -245,7 +280,7 @@ next_batch(SourceSched *s, int max, WiAloneTest alone, bool *restricted)
 
 	apply_clock = Max(apply_clock, s->apply_vtime);
 	first = (Transfer *) linitial(s->ready);
-	*restricted = class_of(s) == APPLY_SLOW || class_of(s) == APPLY_HEAVY;
+	*restricted = class_of(s) == APPLY_SLOW || class_of(s) == APPLY_HEAVY || first->too_slow;
 	if (alone(first) || class_of(s) == APPLY_UNKNOWN)
 		return list_make1(hand(s));
 	if (*restricted)
@@ -286,6 +321,15 @@ wi_sched_applied(Transfer *t, int64 handler_us)
 	s->apply_peak_us = Max(s->apply_peak_us * WI_PEAK_DECAY, us);
 	s->apply_samples++;
 	wi_sched_state_changed();
+}
+
+/* Is t's source known to be quick (its batches leashed: apply_queue.h), t not come back too slow? */
+bool
+wi_sched_quick(const Transfer *t)
+{
+	SourceSched *s = wi_sched_lookup(t->source);
+
+	return s != NULL && class_of(s) == APPLY_FAST && !t->too_slow;
 }
 
 /* A result is out of its apply worker's hands (its batch is over, or the apply worker gone). */

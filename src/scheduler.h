@@ -76,6 +76,7 @@ typedef bool (*WiAloneTest) (struct Transfer *t);
 extern void wi_sched_ready(struct Transfer *t, bool front);
 extern List *wi_sched_next_batch(int max, bool reserve_free, WiAloneTest alone, bool *restricted);
 extern void wi_sched_applied(struct Transfer *t, int64 handler_us);
+extern bool wi_sched_quick(const struct Transfer *t);
 extern void wi_sched_left_applier(struct Transfer *t);
 extern void wi_sched_locked(const char *source, int delta);
 

@@ -12,7 +12,8 @@ connections.  Standard library only.  Counts are shared by all listeners.
   /throttled/<id>  429 with Retry-After: 1, always
   /slow/<id>       200 after 5 s
   /invalid/<id>    200 with a body that is not JSON
-  /big/<id>        200 with a 256 kB JSON body
+  /big/<id>        200 with a 256 kB JSON body (?kb=N: about N kB)
+  /keys/<id>       200 with a JSON object of ?n=N keys (60 000: about 1 MB, slow to parse)
   /badrequest/<id> 400
   /redirect/<id>   302 to an ftp:// URL
   /retryafter/<id> 503 with Retry-After: 5abc (not a valid value) once per id, then 200
@@ -219,7 +220,10 @@ async def route(path, query, headers, listener):
     if kind == "invalid":
         return respond(200, "this is not json")
     if kind == "big":
-        return respond(200, json.dumps({"id": oid, "blob": "x" * (256 * 1024)}))
+        size = int(arg(query, "kb", "0")) * 1024 - 64 if "kb" in query else 256 * 1024
+        return respond(200, json.dumps({"id": oid, "blob": "x" * size}))
+    if kind == "keys":
+        return respond(200, "{" + ",".join('"k%d": %d' % (i, i) for i in range(int(arg(query, "n", "60000")))) + "}")
     if kind == "badrequest":
         return respond(400, '{"error": "bad request"}')
     if kind == "redirect":
