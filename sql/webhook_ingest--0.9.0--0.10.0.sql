@@ -171,11 +171,20 @@ SELECT a.id, a.source, a.external_id, a.state, a.payload, a.events, a.refetch, a
        a.started_at, a.done_lsn
   FROM webhook_ingest._jobs_all a;
 DROP FUNCTION webhook_ingest._packed_jobs(bigint);
+-- EXPLAIN of what _packed_jobs runs for these arguments (for operators, and the plan tests)
+CREATE FUNCTION webhook_ingest._packed_jobs_plan(job_id bigint DEFAULT NULL, external_ids text[] DEFAULT NULL,
+    finished_from timestamptz DEFAULT NULL, finished_to timestamptz DEFAULT NULL)
+RETURNS TABLE (n integer, line text)
+AS 'MODULE_PATHNAME', 'webhook_ingest_packed_jobs_plan'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT;
 REVOKE ALL ON webhook_ingest._jobs_all FROM PUBLIC;
 GRANT SELECT ON webhook_ingest._jobs_all TO webhook_ingest_admin;
 REVOKE ALL ON FUNCTION webhook_ingest._object_keys(text[], smallint), webhook_ingest._object_checks(text[]),
                        webhook_ingest._object_bits(double precision), webhook_ingest._packed_jobs_support(internal),
-                       webhook_ingest._packed_jobs(bigint, text[], timestamptz, timestamptz) FROM PUBLIC;
+                       webhook_ingest._packed_jobs(bigint, text[], timestamptz, timestamptz),
+                       webhook_ingest._packed_jobs_plan(bigint, text[], timestamptz, timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION webhook_ingest._packed_jobs_plan(bigint, text[], timestamptz, timestamptz)
+    TO webhook_ingest_admin;
 GRANT EXECUTE ON FUNCTION webhook_ingest._packed_jobs(bigint, text[], timestamptz, timestamptz)
     TO webhook_ingest_admin, webhook_ingest_enqueue;
 

@@ -29,6 +29,11 @@
  *		row, as a scan of the history would.  A support function tells the
  *		planner how few rows a narrowed call returns.
  *
+ *		Between installing this library and ALTER EXTENSION UPDATE, the
+ *		0.8.0 definition, _packed_jobs(job_id) with nine columns, calls it:
+ *		it then reads the table 0.8.0 made (no errors) and is narrowed by id
+ *		only, as 0.8.0's was.
+ *
  * IDENTIFICATION
  *		src/job_history.c
  */
@@ -64,10 +69,12 @@
 
 PG_FUNCTION_INFO_V1(webhook_ingest_packed_jobs);
 PG_FUNCTION_INFO_V1(webhook_ingest_packed_jobs_support);
+PG_FUNCTION_INFO_V1(webhook_ingest_packed_jobs_plan);
 
 #define PACKED_JOBS_FUNC	"_packed_jobs"
 #define PACKED_JOBS_NARGS	4	/* job_id, external_ids, finished_from, finished_to */
 #define PACKED_JOBS_NATTS	10	/* its OUT columns; the 11th column read is the source's name */
+#define PACKED_JOBS_NARGS_080	1	/* 0.8.0's: job_id; nine columns (no last_error) */
 
 /* The OUT columns a restriction may narrow the call by (attribute numbers). */
 #define ATT_ID				1
@@ -82,25 +89,24 @@ PG_FUNCTION_INFO_V1(webhook_ingest_packed_jobs_support);
  * unnested and compared, and only the matching elements read from the
  * others (each array of a row is a TOAST value of its own, read as a whole).
  */
-#define ALL_JOBS_SQL \
+#define ALL_JOBS_SQL(errors_array, errors) \
 	"SELECT u.id, u.finished_at, u.created_at, u.started_at, u.source_id, u.events, u.attempts, " \
-	"       u.last_status, u.external_id, u.last_error, s.name " \
+	"       u.last_status, u.external_id, " errors ", s.name " \
 	"  FROM webhook_ingest.job_history_packed p " \
 	"  CROSS JOIN LATERAL ROWS FROM (pg_catalog.unnest(p.ids), pg_catalog.unnest(p.finished), " \
 	"       pg_catalog.unnest(p.created), pg_catalog.unnest(p.started), pg_catalog.unnest(p.source_ids), " \
 	"       pg_catalog.unnest(p.events), pg_catalog.unnest(p.attempts), pg_catalog.unnest(p.statuses), " \
-	"       pg_catalog.unnest(p.external_ids), pg_catalog.unnest(p.errors)) " \
+	"       pg_catalog.unnest(p.external_ids)" errors_array ") " \
 	"       AS u(id, finished_at, created_at, started_at, source_id, events, attempts, last_status, external_id, " \
 	"            last_error) " \
 	"  JOIN webhook_ingest.sources s ON s.id OPERATOR(pg_catalog.=) u.source_id"
-#define MATCHING_JOBS_SQL(array) \
+#define MATCHING_JOBS_SQL(array, errors) \
 	"SELECT p.ids[x.k], p.finished[x.k], p.created[x.k], p.started[x.k], p.source_ids[x.k], p.events[x.k], " \
-	"       p.attempts[x.k], p.statuses[x.k], p.external_ids[x.k], p.errors[x.k], s.name " \
+	"       p.attempts[x.k], p.statuses[x.k], p.external_ids[x.k], " errors ", s.name " \
 	"  FROM webhook_ingest.job_history_packed p " \
 	"  CROSS JOIN LATERAL pg_catalog.unnest(p." array ") WITH ORDINALITY AS x(v, k) " \
 	"  JOIN webhook_ingest.sources s ON s.id OPERATOR(pg_catalog.=) p.source_ids[x.k] WHERE true "
 #define BY_ID_SQL \
-	MATCHING_JOBS_SQL("ids") \
 	" AND p.block OPERATOR(pg_catalog.=) ($1 OPERATOR(pg_catalog.>>) 7) " \
 	" AND $1 OPERATOR(pg_catalog.=) ANY (p.ids) AND x.v OPERATOR(pg_catalog.=) $1"
 /* (rows packed before 0.10.0 and not keyed yet have no checks: their ids are read) */
@@ -114,18 +120,26 @@ PG_FUNCTION_INFO_V1(webhook_ingest_packed_jobs_support);
 	"     OPERATOR(pg_catalog.&&) pg_catalog.tstzrange($3, $4, '[]') " \
 	" AND " finished " OPERATOR(pg_catalog.>=) COALESCE($3, '-infinity') " \
 	" AND " finished " OPERATOR(pg_catalog.<=) COALESCE($4, 'infinity')"
+#define ERRORS			"p.errors[x.k]"
+#define NO_ERRORS		"NULL::text"
 
-/* The statements, by narrowing: none, objects, time, both; by id. */
+/* The statements, by narrowing: none, objects, time, both; by id; 0.8.0's table, all and by id. */
 #define BY_OBJECT	1
 #define BY_TIME		2
 #define BY_ID		4
-static const char *const packed_jobs_sql[5] = {
-	ALL_JOBS_SQL,
-	MATCHING_JOBS_SQL("external_ids") BY_OBJECT_SQL,
-	MATCHING_JOBS_SQL("finished") BY_TIME_SQL("x.v"),
-	MATCHING_JOBS_SQL("external_ids") BY_OBJECT_SQL BY_TIME_SQL("p.finished[x.k]"),
-	BY_ID_SQL
+#define OF_080		5
+static const char *const packed_jobs_sql[7] = {
+	ALL_JOBS_SQL(", pg_catalog.unnest(p.errors)", "u.last_error"),
+	MATCHING_JOBS_SQL("external_ids", ERRORS) BY_OBJECT_SQL,
+	MATCHING_JOBS_SQL("finished", ERRORS) BY_TIME_SQL("x.v"),
+	MATCHING_JOBS_SQL("external_ids", ERRORS) BY_OBJECT_SQL BY_TIME_SQL("p.finished[x.k]"),
+	MATCHING_JOBS_SQL("ids", ERRORS) BY_ID_SQL,
+	ALL_JOBS_SQL("", NO_ERRORS),
+	MATCHING_JOBS_SQL("ids", NO_ERRORS) BY_ID_SQL
 };
+
+static Oid	packed_jobs_argtypes[6] = {INT8OID, TEXTARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT4ARRAYOID,
+	INT2ARRAYOID};
 
 static set_rel_pathlist_hook_type prev_set_rel_pathlist_hook = NULL;
 
@@ -180,9 +194,13 @@ narrowing(FunctionCallInfo fcinfo, Datum *args, char *nulls)
 
 	for (int i = 0; i < 6; i++)
 	{
-		args[i] = i < PACKED_JOBS_NARGS && !PG_ARGISNULL(i) ? PG_GETARG_DATUM(i) : (Datum) 0;
-		nulls[i] = i < PACKED_JOBS_NARGS && !PG_ARGISNULL(i) ? ' ' : 'n';
+		bool		given = i < PG_NARGS() && !PG_ARGISNULL(i);
+
+		args[i] = given ? PG_GETARG_DATUM(i) : (Datum) 0;
+		nulls[i] = given ? ' ' : 'n';
 	}
+	if (PG_NARGS() == PACKED_JOBS_NARGS_080)
+		return OF_080 + (nulls[0] == ' ');
 	if (!PG_ARGISNULL(0))
 		return BY_ID;
 	if (!PG_ARGISNULL(1))
@@ -210,8 +228,7 @@ narrowing(FunctionCallInfo fcinfo, Datum *args, char *nulls)
 Datum
 webhook_ingest_packed_jobs(PG_FUNCTION_ARGS)
 {
-	static SPIPlanPtr plans[5];
-	static Oid	argtypes[6] = {INT8OID, TEXTARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT4ARRAYOID, INT2ARRAYOID};
+	static SPIPlanPtr plans[lengthof(packed_jobs_sql)];
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Oid			caller = GetUserId();
 	Oid			admin = get_role_oid("webhook_ingest_admin", true);
@@ -232,7 +249,7 @@ webhook_ingest_packed_jobs(PG_FUNCTION_ARGS)
 	wi_become_owner(fcinfo, &saved);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	wi_prepare_once(&plans[which], packed_jobs_sql[which], 6, argtypes, false);
+	wi_prepare_once(&plans[which], packed_jobs_sql[which], 6, packed_jobs_argtypes, false);
 	cursor = SPI_cursor_open(NULL, plans[which], args, nulls_in, true);
 	for (;;)
 	{
@@ -260,6 +277,46 @@ webhook_ingest_packed_jobs(PG_FUNCTION_ARGS)
 		SPI_freetuptable(SPI_tuptable);
 	}
 	SPI_cursor_close(cursor);
+	SPI_finish();
+	wi_restore_user(&saved);
+	return (Datum) 0;
+}
+
+/*
+ * _packed_jobs_plan(job_id, external_ids, finished_from, finished_to):
+ * EXPLAIN (COSTS OFF) of the statement _packed_jobs runs for these
+ * arguments, planned for their values, a row (n, line) a line (none when
+ * the call returns nothing without a statement).  For operators and the
+ * plan tests.
+ */
+Datum
+webhook_ingest_packed_jobs_plan(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Datum		args[6];
+	char		nulls[6];
+	int			which;
+	WiSavedUser saved;
+
+	wi_init_srf(fcinfo);
+	which = narrowing(fcinfo, args, nulls);
+	if (which < 0)
+		return (Datum) 0;
+	wi_become_owner(fcinfo, &saved);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args(psprintf("EXPLAIN (COSTS OFF) %s", packed_jobs_sql[which]), 6, packed_jobs_argtypes,
+							  args, nulls, false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not explain the packed history's statement");
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		bool		isnull[2] = {false, false};
+		Datum		values[2];
+
+		values[0] = Int32GetDatum((int32) r + 1);
+		values[1] = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull[1]);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, isnull);
+	}
 	SPI_finish();
 	wi_restore_user(&saved);
 	return (Datum) 0;
@@ -315,7 +372,7 @@ is_packed_jobs_scan(RangeTblEntry *rte)
 	if (!IsA(rtfunc->funcexpr, FuncExpr))
 		return false;
 	call = (FuncExpr *) rtfunc->funcexpr;
-	if (list_length(call->args) != PACKED_JOBS_NARGS)
+	if (list_length(call->args) != PACKED_JOBS_NARGS && list_length(call->args) != PACKED_JOBS_NARGS_080)
 		return false;
 	foreach(lc, call->args)
 		if (!IsA(lfirst(lc), Const) || !((Const *) lfirst(lc))->constisnull)
@@ -472,10 +529,11 @@ arg_or_null(Node *value, Oid type)
 
 /*
  * The call's arguments from the scan's restrictions (columns: its OUT
- * parameters); NIL when they narrow nothing.
+ * parameters); NIL when they narrow nothing.  0.8.0's definition takes
+ * the id only.
  */
 static List *
-narrowed_args(PlannerInfo *root, RelOptInfo *rel, Index rti)
+narrowed_args(PlannerInfo *root, RelOptInfo *rel, Index rti, int nargs)
 {
 	Narrowing	n = {0};
 	ListCell   *lc;
@@ -500,6 +558,8 @@ narrowed_args(PlannerInfo *root, RelOptInfo *rel, Index rti)
 		id->location = -1;
 		n.id = (Node *) id;
 	}
+	if (nargs == PACKED_JOBS_NARGS_080)
+		return n.id == NULL ? NIL : (List *) eval_const_expressions(root, (Node *) list_make1(n.id));
 	if (n.id == NULL && n.external_ids == NULL && n.from == NIL && n.to == NIL)
 		return NIL;
 	return (List *) eval_const_expressions(root, (Node *)
@@ -516,8 +576,8 @@ narrow_packed_jobs_scan(PlannerInfo *root, RelOptInfo *rel, Index rti, RangeTblE
 		prev_set_rel_pathlist_hook(root, rel, rti, rte);
 	if (rel->reloptkind == RELOPT_BASEREL && is_packed_jobs_scan(rte))
 	{
-		List	   *args = narrowed_args(root, rel, rti);
 		RangeTblFunction *rtfunc = linitial_node(RangeTblFunction, rte->functions);
+		List	   *args = narrowed_args(root, rel, rti, list_length(((FuncExpr *) rtfunc->funcexpr)->args));
 		FuncExpr   *call;
 
 		if (args == NIL)
