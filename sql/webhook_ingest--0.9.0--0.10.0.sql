@@ -232,8 +232,9 @@ $fn$;
  * 0.8.0's packing, the rows keyed as they are made: their object keys'
  * bits (from how many jobs their partition is expected to hold: what it
  * holds so far, over the part of its time gone by), the checks,
- * last_finished and the jobs' errors.  Then, with what is left of
- * the budget, rows packed before 0.10.0 are keyed.
+ * last_finished and the jobs' errors.  Then rows packed before 0.10.0 are
+ * keyed (a batch a round), and the ledger's BRIN index kept up
+ * (_summarize_ledger, below).
  */
 CREATE OR REPLACE FUNCTION webhook_ingest._pack_history(settled_before timestamptz, budget interval DEFAULT '40 ms',
     OUT packed bigint, OUT behind boolean)
@@ -315,6 +316,11 @@ BEGIN
     IF webhook_ingest._key_packed_rows(1000) = 1000 THEN
         behind := true;
     END IF;
+    BEGIN
+        PERFORM webhook_ingest._summarize_ledger();
+    EXCEPTION WHEN lock_not_available THEN
+        NULL;       -- vacuum on the ledger: next round
+    END;
 END
 $fn$;
 
@@ -389,6 +395,49 @@ COMMENT ON COLUMN webhook_ingest.event_ledger.duplicates IS
     'how many more times the event id came and was refused as a duplicate (NULL: none)';
 CREATE INDEX event_ledger_received ON webhook_ingest.event_ledger USING brin (received)
     WITH (pages_per_range = 4, autosummarize = on);
+
+/*
+ * The BRIN index's upkeep, in the storage round (_pack_history calls it).
+ * purge_events deletes the expired ids page by page and new ones fill the
+ * freed space, but a range's summary only ever widens: once the walk has
+ * passed, a range would span a week.  So the summaries of the ranges the
+ * walk has passed since the last call are dropped (up to max_pages pages),
+ * then every range without one is summarized again (and the newest pages
+ * for the first time): a range holds ids of a few seconds, and a lookup
+ * reads the pages of a job's time.  Returns the ranges dropped.
+ */
+ALTER TABLE webhook_ingest.purge_position ADD COLUMN summaries_from bigint NOT NULL DEFAULT 0;
+COMMENT ON COLUMN webhook_ingest.purge_position.summaries_from IS
+    'the first page of event_ledger whose BRIN summary has not been redone since purge_events walked it';
+CREATE FUNCTION webhook_ingest._summarize_ledger(max_pages integer DEFAULT 4000)
+RETURNS integer
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    per_range constant integer := 4;        -- event_ledger_received's pages_per_range
+    from_page bigint;
+    to_page bigint;
+    pages bigint := pg_catalog.pg_relation_size('webhook_ingest.event_ledger')
+                    / pg_catalog.current_setting('block_size')::bigint;
+    dropped integer := 0;
+BEGIN
+    SELECT p.summaries_from, p.next_page INTO from_page, to_page FROM webhook_ingest.purge_position p FOR UPDATE;
+    IF to_page < from_page THEN
+        to_page := pages;       -- the walk went round: to the end first
+    END IF;
+    to_page := least(to_page, from_page + max_pages);
+    FOR r IN (from_page / per_range) .. (to_page - 1) / per_range LOOP
+        EXIT WHEN r * per_range >= to_page;
+        PERFORM pg_catalog.brin_desummarize_range('webhook_ingest.event_ledger_received', r * per_range);
+        dropped := dropped + 1;
+    END LOOP;
+    UPDATE webhook_ingest.purge_position SET summaries_from = CASE WHEN to_page >= pages THEN 0 ELSE to_page END;
+    PERFORM pg_catalog.brin_summarize_new_values('webhook_ingest.event_ledger_received');
+    RETURN dropped;
+END
+$fn$;
+REVOKE ALL ON FUNCTION webhook_ingest._summarize_ledger(integer) FROM PUBLIC;
 
 /*
  * history(source, external_id): every job of the object that is kept, in
