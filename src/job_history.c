@@ -84,10 +84,12 @@ PG_FUNCTION_INFO_V1(webhook_ingest_packed_jobs_plan);
 /*
  * Every packed job, or those of a narrowing; with its source's name.
  * ($1 id, $2 external ids, $3 finished from, $4 finished to, $5 the ids'
- * buckets, $6 their checks: wi_object_probe.)  All of them: every array
- * unnested.  A narrowing: one array (ids, external_ids or finished)
- * unnested and compared, and only the matching elements read from the
- * others (each array of a row is a TOAST value of its own, read as a whole).
+ * buckets, $6 their checks: wi_object_probe.)  All of them, or a time
+ * window's: every array of the rows unnested.  An id or external ids: one
+ * array unnested and compared, and only the matching elements read from the
+ * others (each array of a row is a TOAST value of its own, read as a whole
+ * for each element read: right for the one job of a row an object has, not
+ * for the many of a window).
  */
 #define ALL_JOBS_SQL(errors_array, errors) \
 	"SELECT u.id, u.finished_at, u.created_at, u.started_at, u.source_id, u.events, u.attempts, " \
@@ -99,7 +101,7 @@ PG_FUNCTION_INFO_V1(webhook_ingest_packed_jobs_plan);
 	"       pg_catalog.unnest(p.external_ids)" errors_array ") " \
 	"       AS u(id, finished_at, created_at, started_at, source_id, events, attempts, last_status, external_id, " \
 	"            last_error) " \
-	"  JOIN webhook_ingest.sources s ON s.id OPERATOR(pg_catalog.=) u.source_id"
+	"  JOIN webhook_ingest.sources s ON s.id OPERATOR(pg_catalog.=) u.source_id WHERE true "
 #define MATCHING_JOBS_SQL(array, errors) \
 	"SELECT p.ids[x.k], p.finished[x.k], p.created[x.k], p.started[x.k], p.source_ids[x.k], p.events[x.k], " \
 	"       p.attempts[x.k], p.statuses[x.k], p.external_ids[x.k], " errors ", s.name " \
@@ -131,7 +133,7 @@ PG_FUNCTION_INFO_V1(webhook_ingest_packed_jobs_plan);
 static const char *const packed_jobs_sql[7] = {
 	ALL_JOBS_SQL(", pg_catalog.unnest(p.errors)", "u.last_error"),
 	MATCHING_JOBS_SQL("external_ids", ERRORS) BY_OBJECT_SQL,
-	MATCHING_JOBS_SQL("finished", ERRORS) BY_TIME_SQL("x.v"),
+	ALL_JOBS_SQL(", pg_catalog.unnest(p.errors)", "u.last_error") BY_TIME_SQL("u.finished_at"),
 	MATCHING_JOBS_SQL("external_ids", ERRORS) BY_OBJECT_SQL BY_TIME_SQL("p.finished[x.k]"),
 	MATCHING_JOBS_SQL("ids", ERRORS) BY_ID_SQL,
 	ALL_JOBS_SQL("", NO_ERRORS),
@@ -220,6 +222,31 @@ narrowing(FunctionCallInfo fcinfo, Datum *args, char *nulls)
 }
 
 /*
+ * The start of a call of either function below: its tuplestore, which
+ * statement its arguments pick and its parameters, and then SPI as the
+ * function's owner; false (nothing to read) when they pick none.
+ */
+static bool
+begin_call(FunctionCallInfo fcinfo, int *which, Datum *args, char *nulls, WiSavedUser *saved)
+{
+	wi_init_srf(fcinfo);
+	*which = narrowing(fcinfo, args, nulls);
+	if (*which < 0)
+		return false;
+	wi_become_owner(fcinfo, saved);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	return true;
+}
+
+static void
+end_call(const WiSavedUser *saved)
+{
+	SPI_finish();
+	wi_restore_user(saved);
+}
+
+/*
  * _packed_jobs(job_id bigint, external_ids text[], finished_from
  * timestamptz, finished_to timestamptz), all DEFAULT NULL: see the file's
  * header.  Read through a cursor, a thousand rows at a time, into the
@@ -241,14 +268,8 @@ webhook_ingest_packed_jobs(PG_FUNCTION_ARGS)
 	WiSavedUser saved;
 	Portal		cursor;
 
-	wi_init_srf(fcinfo);
-	which = narrowing(fcinfo, args, nulls_in);
-	if (which < 0)
+	if (!begin_call(fcinfo, &which, args, nulls_in, &saved))
 		return (Datum) 0;
-
-	wi_become_owner(fcinfo, &saved);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
 	wi_prepare_once(&plans[which], packed_jobs_sql[which], 6, packed_jobs_argtypes, false);
 	cursor = SPI_cursor_open(NULL, plans[which], args, nulls_in, true);
 	for (;;)
@@ -277,8 +298,7 @@ webhook_ingest_packed_jobs(PG_FUNCTION_ARGS)
 		SPI_freetuptable(SPI_tuptable);
 	}
 	SPI_cursor_close(cursor);
-	SPI_finish();
-	wi_restore_user(&saved);
+	end_call(&saved);
 	return (Datum) 0;
 }
 
@@ -298,13 +318,8 @@ webhook_ingest_packed_jobs_plan(PG_FUNCTION_ARGS)
 	int			which;
 	WiSavedUser saved;
 
-	wi_init_srf(fcinfo);
-	which = narrowing(fcinfo, args, nulls);
-	if (which < 0)
+	if (!begin_call(fcinfo, &which, args, nulls, &saved))
 		return (Datum) 0;
-	wi_become_owner(fcinfo, &saved);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
 	if (SPI_execute_with_args(psprintf("EXPLAIN (COSTS OFF) %s", packed_jobs_sql[which]), 6, packed_jobs_argtypes,
 							  args, nulls, false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not explain the packed history's statement");
@@ -317,8 +332,7 @@ webhook_ingest_packed_jobs_plan(PG_FUNCTION_ARGS)
 		values[1] = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull[1]);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, isnull);
 	}
-	SPI_finish();
-	wi_restore_user(&saved);
+	end_call(&saved);
 	return (Datum) 0;
 }
 

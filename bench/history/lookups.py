@@ -109,7 +109,13 @@ def expect_history(rows, want):
     return [(r[0], r[1]) for r in rows] == want
 
 
+def select_one(src, eid):
+    return "SELECT 1"
+
+
 SHAPES = [
+    # (the machine's floor: a statement that reads nothing, planned and sent the same way)
+    ('noise floor: SELECT 1', select_one, lambda rows, want: rows == [(1,)]),
     ('source + external_id (psql)', all_jobs, expect_all),
     ('... ORDER BY id DESC LIMIT 1 (psql)', last_job, expect_last),
     ('ORM: all columns, ORDER BY id DESC LIMIT 1', orm_last, expect_last),
