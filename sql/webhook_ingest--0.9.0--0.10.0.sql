@@ -250,6 +250,7 @@ DECLARE
     oldest timestamptz;
     n bigint;
     expected double precision;
+    saved_lock_timeout text := current_setting('lock_timeout');
 BEGIN
     packed := 0;
     behind := false;
@@ -317,9 +318,12 @@ BEGIN
         behind := true;
     END IF;
     BEGIN
+        -- (briefly: a vacuum of the ledger holds the lock it needs, and a wait of a second would cancel it)
+        PERFORM set_config('lock_timeout', '50ms', true);
         PERFORM webhook_ingest._summarize_ledger();
+        PERFORM set_config('lock_timeout', saved_lock_timeout, true);
     EXCEPTION WHEN lock_not_available THEN
-        NULL;       -- vacuum on the ledger: next round
+        NULL;       -- next round (the setting is put back with the subtransaction)
     END;
 END
 $fn$;

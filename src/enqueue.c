@@ -1,7 +1,8 @@
 /*
  * enqueue.c
  *		webhook_ingest.enqueue(): accept one webhook inside the caller's
- *		transaction, in at most two SQL statements prepared once per backend:
+ *		transaction, in two SQL statements prepared once per backend (a
+ *		third, rarely: see REMEMBER_LINKED_SQL):
  *
  *		1. with an event id, remember it (INSERT ... ON CONFLICT DO NOTHING on
  *		   events) with the job it goes to: no row means this source already
