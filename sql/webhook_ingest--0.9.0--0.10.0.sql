@@ -230,9 +230,9 @@ $fn$;
 
 /*
  * 0.8.0's packing, the rows keyed as they are made: their object keys'
- * bits (from how many jobs their partition is expected to hold: what it
- * holds so far, over the part of its time gone by), the checks,
- * last_finished and the jobs' errors.  Then rows packed before 0.10.0 are
+ * bits (from how many jobs their partition is expected to hold: what the
+ * one before it held, or what it holds so far), the checks, last_finished
+ * and the jobs' errors.  Then rows packed before 0.10.0 are
  * keyed (a batch a round), and the ledger's BRIN index kept up
  * (_summarize_ledger, below).
  */
@@ -266,14 +266,18 @@ BEGIN
         -- index: not through the dead index entries of the chunks packed before it)
         EXECUTE format('SELECT min(h.id) FROM webhook_ingest.%I h WHERE h.finished_at < $1', p.name)
            INTO lo USING settled_before;
-        -- (what the packed partition holds: its statistics' rows, of at most 128 jobs; and a chunk)
-        SELECT (greatest(c.reltuples, 0) * 128 + 4096) * extract(epoch FROM x.upper_bound - x.lower_bound)
-               / greatest(extract(epoch FROM least(now(), x.upper_bound) - x.lower_bound), 60)
+        -- (the jobs its packed partition is to hold: as many as the one before it of its width held, or
+        -- what it holds so far: their statistics' rows, of at most 128 jobs; and a chunk.  Not what the rate
+        -- since the partition began would make of it: after a burst that would be a bucket a job.)
+        SELECT greatest(coalesce(max(greatest(c.reltuples, 0))
+                                     FILTER (WHERE x.lower_bound <= p.lower_bound AND p.upper_bound <= x.upper_bound), 0),
+                        coalesce(max(greatest(c.reltuples, 0))
+                                     FILTER (WHERE x.upper_bound = p.lower_bound
+                                               AND x.upper_bound - x.lower_bound = p.upper_bound - p.lower_bound), 0))
+               * 128 + 4096
           INTO expected
           FROM webhook_ingest._partitions('webhook_ingest.job_history_packed') x
-          JOIN pg_catalog.pg_class c ON c.relname = x.name
-               AND c.relnamespace = 'webhook_ingest'::regnamespace
-         WHERE x.lower_bound <= p.lower_bound AND p.upper_bound <= x.upper_bound;
+          JOIN pg_catalog.pg_class c ON c.relname = x.name AND c.relnamespace = 'webhook_ingest'::regnamespace;
         LOOP
             EXIT WHEN lo IS NULL;
             hi := ((lo >> 7) + 32) << 7;
