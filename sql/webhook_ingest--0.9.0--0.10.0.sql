@@ -65,8 +65,10 @@ COMMENT ON COLUMN webhook_ingest.job_history_packed.object_checks IS
     'the low 16 bits of each job''s object key, in id order';
 COMMENT ON COLUMN webhook_ingest.job_history_packed.errors IS
     'each job''s last failed attempt''s error (NULL: none, or packed before 0.10.0)';
+-- (its pending list at the least, 64 kB: the pages a list took stay in the index when it is merged, in
+-- every partition, and a lookup reads the list whole)
 CREATE INDEX job_history_packed_object ON webhook_ingest.job_history_packed
-    USING gin (webhook_ingest._object_keys(external_ids, object_bits)) WITH (gin_pending_list_limit = 256);
+    USING gin (webhook_ingest._object_keys(external_ids, object_bits)) WITH (gin_pending_list_limit = 64);
 CREATE INDEX job_history_packed_span ON webhook_ingest.job_history_packed
     USING gist (tstzrange(finished_at, last_finished, '[]'));
 
