@@ -402,7 +402,7 @@ ALTER TABLE webhook_ingest.event_ledger ADD COLUMN job_id bigint, ADD COLUMN dup
 COMMENT ON COLUMN webhook_ingest.event_ledger.job_id IS
     'the job the webhook went to (NULL: accepted before 0.10.0, or not through enqueue/receive)';
 COMMENT ON COLUMN webhook_ingest.event_ledger.duplicates IS
-    'how many more times the event id came and was refused as a duplicate (NULL: none)';
+    'how many more times the event id came and was refused as a duplicate, up to 1000 (NULL: none)';
 CREATE INDEX event_ledger_received ON webhook_ingest.event_ledger USING brin (received)
     WITH (pages_per_range = 4, autosummarize = on);
 

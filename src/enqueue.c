@@ -170,11 +170,17 @@ static const char *const upsert_job_sql[] = {
 "  AND ((l.source_id::pg_catalog.text OPERATOR(pg_catalog.||) ':') OPERATOR(pg_catalog.||) l.event_id) " \
 "      OPERATOR(pg_catalog.=) (($5::pg_catalog.text OPERATOR(pg_catalog.||) ':') OPERATOR(pg_catalog.||) $4)"
 
-/* With a linked ledger a duplicate is counted on the row of its event id. */
+/*
+ * With a linked ledger a duplicate is counted on the row of its event id,
+ * up to WI_DUPLICATES_COUNTED: past that a replay writes nothing (each
+ * count is a new row version).
+ */
+#define WI_DUPLICATES_COUNTED "1000"
 static const char *const active_job_sql[] = {
 	ACTIVE_JOB_SQL("jobs"), ACTIVE_JOB_SQL("queue"),
 	"WITH counted AS (UPDATE webhook_ingest.event_ledger l "
-	"                    SET duplicates = COALESCE(l.duplicates, 0) OPERATOR(pg_catalog.+) 1 " LEDGER_ROW_SQL ") "
+	"                    SET duplicates = COALESCE(l.duplicates, 0) OPERATOR(pg_catalog.+) 1 " LEDGER_ROW_SQL
+	"                    AND COALESCE(l.duplicates, 0) OPERATOR(pg_catalog.<) " WI_DUPLICATES_COUNTED ") "
 	ACTIVE_JOB_SQL("queue")
 };
 
