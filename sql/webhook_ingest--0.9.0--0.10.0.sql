@@ -22,8 +22,9 @@
  *                 each row's span of finished_at (last_finished: its latest).
  *
  * The planner hook that gave _packed_jobs() a query's id gives it the
- * query's external ids and finished_at bounds as well (src/job_history.c),
- * and a support function tells the planner how few rows that returns.
+ * query's external ids and finished_at bounds as well
+ * (src/packed_jobs_planner.c), and a support function tells the planner
+ * how few rows that returns.
  *
  * Rows packed before this version carry no keys: the index holds them
  * under key 0, which every lookup asks for too, and the storage round keys
@@ -31,11 +32,12 @@
  * reads no packed arrays: about a second per 10 M jobs packed.
  */
 
--- The keys (src/object_keys.c); _object_keys is the GIN index's expression.
+-- The keys (src/object_keys.c); _object_keys is the GIN index's expression (its cost: up to 128 digests,
+-- so that the planner reads a partition through the index rather than computing them for every row).
 CREATE FUNCTION webhook_ingest._object_keys(external_ids text[], bits smallint)
 RETURNS integer[]
 AS 'MODULE_PATHNAME', 'webhook_ingest_object_keys'
-LANGUAGE C IMMUTABLE PARALLEL SAFE;
+LANGUAGE C IMMUTABLE PARALLEL SAFE COST 1000;
 CREATE FUNCTION webhook_ingest._object_checks(external_ids text[])
 RETURNS smallint[]
 AS 'MODULE_PATHNAME', 'webhook_ingest_object_checks'

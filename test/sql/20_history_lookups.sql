@@ -267,6 +267,12 @@ SELECT count(*) AS first_job_packed FROM webhook_ingest.job_history_packed r, un
  WHERE i = (SELECT min(job_id) FROM webhook_ingest.history('hl_b', 'order-123'));
 SELECT row_number() OVER (ORDER BY job_id) AS job, state, webhooks, event_ids, duplicates, attempts, done_lsn
   FROM webhook_ingest.history('hl_b', 'order-123');
+-- duplicates are counted up to 1 000 an event id (a replay past that writes nothing)
+UPDATE webhook_ingest.event_ledger l SET duplicates = 998
+ WHERE l.event_id = 'evt-3' AND l.source_id = (SELECT s.id FROM webhook_ingest.sources s WHERE s.name = 'hl_b');
+SELECT string_agg(e.outcome, ',') AS outcomes FROM generate_series(1, 3) g,
+       LATERAL webhook_ingest.enqueue('hl_b', 'order-123', NULL, 'evt-3') e;
+SELECT duplicates FROM webhook_ingest.history('hl_b', 'order-123') WHERE 'evt-3' = ANY (event_ids);
 -- a done job's error of its last failed attempt: in history(), not in jobs (NULL for done jobs, as before)
 UPDATE webhook_ingest.job_history_packed r
    SET errors[array_position(r.ids, :base + 5)] = 'attempt 1/10 after 3 ms: HTTP 503; retrying in 1000 ms'
