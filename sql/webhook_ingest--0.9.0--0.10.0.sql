@@ -15,7 +15,8 @@
  *                 are neither pending nor running (queue_active_object has
  *                 those), one on finished_at where it is set; nothing enqueue
  *                 writes (its rows have neither) touches them.
- *   job_history   an index on external_id (and in the overflow table).
+ *   job_history   a BRIN Bloom index on external_id (a btree in the overflow
+ *                 table).
  *   job_history_packed  a GIN index on the row's object keys (object_keys.c:
  *                 a bucket of each job's SHA-256 key, a few dozen jobs a
  *                 bucket) with a check array in the row, and a GiST index on
@@ -77,7 +78,24 @@ CREATE INDEX job_history_packed_span ON webhook_ingest.job_history_packed
 -- A done job keeps the error of its last failed attempt (for history(); the jobs view shows NULL, as before).
 ALTER TABLE webhook_ingest.job_history ADD COLUMN last_error text;
 ALTER TABLE webhook_ingest.job_history_overflow ADD COLUMN last_error text;
-CREATE INDEX job_history_object ON webhook_ingest.job_history (external_id);
+/*
+ * An object's jobs not packed yet (minutes of them): a Bloom filter of each
+ * range of 8 pages (about 500 jobs) of job_history, about 1.3 B a job, where
+ * a btree would keep some 40 B a job until the partition is dropped or its
+ * index rebuilt; a lookup reads the filters and the ranges that may hold the
+ * id.  The storage round summarizes the newest ranges (_summarize_history).
+ */
+DO $do$
+BEGIN
+    IF EXISTS (SELECT FROM pg_catalog.pg_opclass o WHERE o.opcname = 'text_bloom_ops') THEN
+        CREATE INDEX job_history_object ON webhook_ingest.job_history
+            USING brin (external_id text_bloom_ops (n_distinct_per_range = 500, false_positive_rate = 0.01))
+            WITH (pages_per_range = 8, autosummarize = on);
+    ELSE
+        CREATE INDEX job_history_object ON webhook_ingest.job_history (external_id);   -- (13: no Bloom BRIN)
+    END IF;
+END
+$do$;
 CREATE INDEX job_history_overflow_object ON webhook_ingest.job_history_overflow (external_id);
 
 /*
@@ -237,8 +255,8 @@ $fn$;
  * bits (from how many jobs their partition is expected to hold: what the
  * one before it held, or what it holds so far), the checks, last_finished
  * and the jobs' errors.  Then rows packed before 0.10.0 are
- * keyed (a batch a round), and the ledger's BRIN index kept up
- * (_summarize_ledger, below).
+ * keyed (a batch a round), and the BRIN indexes of the ledger and
+ * job_history kept up (_summarize_ledger, _summarize_history, below).
  */
 CREATE OR REPLACE FUNCTION webhook_ingest._pack_history(settled_before timestamptz, budget interval DEFAULT '40 ms',
     OUT packed bigint, OUT behind boolean)
@@ -329,6 +347,7 @@ BEGIN
         -- (briefly: a vacuum of the ledger holds the lock it needs, and a wait of a second would cancel it)
         PERFORM set_config('lock_timeout', '50ms', true);
         PERFORM webhook_ingest._summarize_ledger();
+        PERFORM webhook_ingest._summarize_history();
         PERFORM set_config('lock_timeout', saved_lock_timeout, true);
     EXCEPTION WHEN lock_not_available THEN
         NULL;       -- next round (the setting is put back with the subtransaction)
@@ -450,6 +469,35 @@ BEGIN
 END
 $fn$;
 REVOKE ALL ON FUNCTION webhook_ingest._summarize_ledger(integer) FROM PUBLIC;
+
+/*
+ * The newest pages of the partitions of job_history that take rows now (or
+ * did a minute ago) summarized in their BRIN indexes (external_id,
+ * finished_at), so that a lookup reads the pages of its id or time and not
+ * every page added since autovacuum last came.  The storage round calls it
+ * (_pack_history).  Returns the ranges summarized.
+ */
+CREATE FUNCTION webhook_ingest._summarize_history()
+RETURNS integer
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    i record;
+    ranges integer := 0;
+BEGIN
+    FOR i IN SELECT x.indexrelid::regclass AS index
+               FROM webhook_ingest._partitions('webhook_ingest.job_history') p
+               JOIN pg_catalog.pg_index x ON x.indrelid = format('webhook_ingest.%I', p.name)::regclass
+               JOIN pg_catalog.pg_class c ON c.oid = x.indexrelid
+               JOIN pg_catalog.pg_am a ON a.oid = c.relam AND a.amname = 'brin'
+              WHERE p.lower_bound <= now() AND p.upper_bound > now() - interval '1 minute' LOOP
+        ranges := ranges + pg_catalog.brin_summarize_new_values(i.index);
+    END LOOP;
+    RETURN ranges;
+END
+$fn$;
+REVOKE ALL ON FUNCTION webhook_ingest._summarize_history() FROM PUBLIC;
 
 /*
  * history(source, external_id): every job of the object that is kept, in
