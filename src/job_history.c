@@ -60,7 +60,7 @@ PG_FUNCTION_INFO_V1(webhook_ingest_packed_jobs_plan);
  * for each element read: right for the one job of a row an object has, not
  * for the many of a window).
  */
-#define ALL_JOBS_SQL(errors_array, errors) \
+#define ALL_JOBS_SQL(errors_array, errors_column, errors) \
 	"SELECT u.id, u.finished_at, u.created_at, u.started_at, u.source_id, u.events, u.attempts, " \
 	"       u.last_status, u.external_id, " errors ", s.name " \
 	"  FROM webhook_ingest.job_history_packed p " \
@@ -68,8 +68,8 @@ PG_FUNCTION_INFO_V1(webhook_ingest_packed_jobs_plan);
 	"       pg_catalog.unnest(p.created), pg_catalog.unnest(p.started), pg_catalog.unnest(p.source_ids), " \
 	"       pg_catalog.unnest(p.events), pg_catalog.unnest(p.attempts), pg_catalog.unnest(p.statuses), " \
 	"       pg_catalog.unnest(p.external_ids)" errors_array ") " \
-	"       AS u(id, finished_at, created_at, started_at, source_id, events, attempts, last_status, external_id, " \
-	"            last_error) " \
+	"       AS u(id, finished_at, created_at, started_at, source_id, events, attempts, last_status, " \
+	"            external_id" errors_column ") " \
 	"  JOIN webhook_ingest.sources s ON s.id OPERATOR(pg_catalog.=) u.source_id WHERE true "
 #define MATCHING_JOBS_SQL(array, errors) \
 	"SELECT p.ids[x.k], p.finished[x.k], p.created[x.k], p.started[x.k], p.source_ids[x.k], p.events[x.k], " \
@@ -93,6 +93,7 @@ PG_FUNCTION_INFO_V1(webhook_ingest_packed_jobs_plan);
 	" AND " finished " OPERATOR(pg_catalog.<=) COALESCE($4, 'infinity')"
 #define ERRORS			"p.errors[x.k]"
 #define NO_ERRORS		"NULL::text"
+#define UNNEST_ERRORS	", pg_catalog.unnest(p.errors)"
 
 /* The statements, by narrowing: none, objects, time, both; by id; 0.8.0's table, all and by id. */
 #define BY_OBJECT	1
@@ -100,12 +101,12 @@ PG_FUNCTION_INFO_V1(webhook_ingest_packed_jobs_plan);
 #define BY_ID		4
 #define OF_080		5
 static const char *const packed_jobs_sql[7] = {
-	ALL_JOBS_SQL(", pg_catalog.unnest(p.errors)", "u.last_error"),
+	ALL_JOBS_SQL(UNNEST_ERRORS, ", last_error", "u.last_error"),
 	MATCHING_JOBS_SQL("external_ids", ERRORS) BY_OBJECT_SQL,
-	ALL_JOBS_SQL(", pg_catalog.unnest(p.errors)", "u.last_error") BY_TIME_SQL("u.finished_at"),
+	ALL_JOBS_SQL(UNNEST_ERRORS, ", last_error", "u.last_error") BY_TIME_SQL("u.finished_at"),
 	MATCHING_JOBS_SQL("external_ids", ERRORS) BY_OBJECT_SQL BY_TIME_SQL("p.finished[x.k]"),
 	MATCHING_JOBS_SQL("ids", ERRORS) BY_ID_SQL,
-	ALL_JOBS_SQL("", NO_ERRORS),
+	ALL_JOBS_SQL("", "", NO_ERRORS),
 	MATCHING_JOBS_SQL("ids", NO_ERRORS) BY_ID_SQL
 };
 

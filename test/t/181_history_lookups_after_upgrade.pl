@@ -45,7 +45,7 @@ is($node->safe_psql('postgres', q{SELECT sum(cardinality(ids)) FROM webhook_inge
 
 # The 0.10.0 library with 0.9.0's schema: a lookup by id is still narrowed to one block, enqueue works.
 like($node->safe_psql('postgres', q{EXPLAIN (VERBOSE, COSTS OFF) SELECT state FROM webhook_ingest.jobs WHERE id = 777}),
-	qr/Function Call: webhook_ingest\._packed_jobs\(COALESCE\('777'::bigint/,
+	qr/Function Call: webhook_ingest\._packed_jobs\('777'::bigint\)/,
 	'before the update, a lookup by id reads one block through 0.8.0\'s _packed_jobs(job_id)');
 is($node->safe_psql('postgres', q{SELECT external_id, state FROM webhook_ingest.jobs WHERE id = 777}), 'obj-777|done',
 	'  and finds the job');
