@@ -304,7 +304,8 @@ store_document(ApplyJob *t, Datum external_id, Datum details, bool gone)
 /*
  * The job is done - or pending again, when a webhook came while it ran.  A
  * done job leaves the queue for job_history in the same statement (its
- * payload to kept_payloads if the source keeps them); its finished_at is
+ * payload to kept_payloads if the source keeps them, the error of its last
+ * failed attempt, if any, with it); its finished_at is
  * the batch's now(), the key of its done_batches row.  A row whose time no
  * partition covered at the last storage round goes to the overflow table
  * instead, so a missing partition never fails a completion.
@@ -322,21 +323,23 @@ mark_done(ApplyJob *t)
 		" gone AS ("
 		"  DELETE FROM webhook_ingest.queue"
 		"   WHERE id = $1 AND state::text = 'running' AND attempts = $2 AND NOT refetch"
-		"   RETURNING id, source, external_id, payload, events, attempts, created_at, started_at),"
+		"   RETURNING id, source, external_id, payload, events, attempts, created_at, started_at, last_error),"
 		" done AS ("
 		"  SELECT g.id, now() AS finished_at, g.created_at, g.started_at, s.id AS source_id, g.events,"
 		"         least(g.attempts, 32767)::smallint AS attempts, $3 AS last_status, g.external_id,"
-		"         g.payload, now() + s.keep_payloads AS kept_until"
+		"         g.payload, now() + s.keep_payloads AS kept_until, g.last_error"
 		"    FROM gone g JOIN webhook_ingest.sources s ON s.name = g.source),"
 		" history AS ("
 		"  INSERT INTO webhook_ingest.job_history (id, finished_at, created_at, started_at, source_id, events,"
-		"                                          attempts, last_status, external_id)"
-		"  SELECT id, finished_at, created_at, started_at, source_id, events, attempts, last_status, external_id"
+		"                                          attempts, last_status, external_id, last_error)"
+		"  SELECT id, finished_at, created_at, started_at, source_id, events, attempts, last_status, external_id,"
+		"         last_error"
 		"    FROM done WHERE finished_at < $4),"
 		" history_overflow AS ("
 		"  INSERT INTO webhook_ingest.job_history_overflow (id, finished_at, created_at, started_at, source_id,"
-		"                                                   events, attempts, last_status, external_id)"
-		"  SELECT id, finished_at, created_at, started_at, source_id, events, attempts, last_status, external_id"
+		"                                                   events, attempts, last_status, external_id, last_error)"
+		"  SELECT id, finished_at, created_at, started_at, source_id, events, attempts, last_status, external_id,"
+		"         last_error"
 		"    FROM done WHERE finished_at >= $4),"
 		" kept AS ("
 		"  INSERT INTO webhook_ingest.kept_payloads (job_id, kept_until, payload)"

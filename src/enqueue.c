@@ -1,11 +1,13 @@
 /*
  * enqueue.c
  *		webhook_ingest.enqueue(): accept one webhook inside the caller's
- *		transaction, in at most two SQL statements prepared once per backend:
+ *		transaction, in two SQL statements prepared once per backend (a
+ *		third, rarely: see REMEMBER_LINKED_SQL):
  *
  *		1. with an event id, remember it (INSERT ... ON CONFLICT DO NOTHING on
- *		   events): no row means this source already accepted it - duplicate,
- *		   and the second statement only reads the object's active job;
+ *		   events) with the job it goes to: no row means this source already
+ *		   accepted it - duplicate, and the second statement only reads the
+ *		   object's active job (and counts the duplicate on the id's row);
  *		2. otherwise upsert the object's one active job (the partial unique
  *		   index on pending and running jobs is the arbiter): a new row is
  *		   queued, a pending one absorbs the webhook (coalesced), a running
@@ -75,8 +77,9 @@ static const char *const outcome_names[] = {"queued", "coalesced", "requeued", "
  * SET clause: it would cost every call a GUC save and restore).  They take
  * the source as given: wi_enqueue_admit found it, as of now, under the lock
  * on the queue that drop_source() waits for.  ($1 source, $2 external_id,
- * $3 payload, $4 event_id, $5 the source's number, $6 the webhooks the call
- * brings: 1, or 0 for reconciliation.)
+ * $3 payload, $4 event_id, $5 the source's number, $6 the id a new job is to
+ * have (a linked ledger's, or NULL), $7 the webhooks the call brings: 1, or 0
+ * for reconciliation.)
  *
  * Two sets: 0.6.0's tables, and 0.5.0's for the time between installing
  * this library and ALTER EXTENSION UPDATE (the lock finds which is there).
@@ -94,9 +97,14 @@ typedef enum WiSchema
 
 static const char *const queue_relname[] = {"jobs", "queue"};
 
-/* 0.5.0's events, or event_ledger and the old ledgers that still hold ids (WI_OLD_* bits). */
+/*
+ * 0.5.0's events; 0.6.0's event_ledger; 0.10.0's, which links each id to
+ * its job; with the old ledgers that still hold ids (WI_OLD_* bits: 0.9.0's
+ * exists only beside 0.10.0's).
+ */
 #define WI_LEDGER_050		0
 #define WI_LEDGER_060		1
+#define WI_LEDGER_0100		3
 #define WI_OLD_EVENTS		1	/* events_legacy */
 #define WI_OLD_LEDGER_090	2	/* event_ledger_090 */
 
@@ -112,35 +120,86 @@ static const char *const queue_relname[] = {"jobs", "queue"};
 	"  WHERE ((o.source_id::pg_catalog.text OPERATOR(pg_catalog.||) ':') OPERATOR(pg_catalog.||) o.event_id) " \
 	"        OPERATOR(pg_catalog.=) (($5::pg_catalog.text OPERATOR(pg_catalog.||) ':') OPERATOR(pg_catalog.||) $4))"
 
+#define ACTIVE_JOB_WHERE \
+"WHERE j.source OPERATOR(pg_catalog.=) $1 AND j.external_id OPERATOR(pg_catalog.=) $2 " \
+"AND j.state OPERATOR(pg_catalog.=) ANY ('{pending,running}'::webhook_ingest.job_state[])"
+
+/*
+ * Since 0.10.0 the ledger's row names the job the webhook went to
+ * (history() lists a job's event ids): the object's active job, which it
+ * will coalesce into, or else the id its new job is to have, drawn here
+ * from the queue's sequence.  Returns that id and whether it is a new one
+ * (no row: a duplicate).  Should the upsert after it find otherwise (the
+ * active job finished, or another webhook made the object's job first, in
+ * between), the row is set right (fix_link_sql).
+ */
+#define REMEMBER_LINKED_SQL(where) \
+"WITH active AS (SELECT j.id FROM webhook_ingest.queue j " ACTIVE_JOB_WHERE "), " \
+"ins AS (INSERT INTO webhook_ingest.event_ledger (source_id, event_id, job_id) " \
+"        SELECT $5, $4, COALESCE((SELECT a.id FROM active a), " \
+"                                pg_catalog.nextval('webhook_ingest.jobs_id_seq'::pg_catalog.regclass)) " \
+where \
+"        ON CONFLICT DO NOTHING RETURNING job_id) " \
+"SELECT i.job_id, NOT EXISTS (SELECT FROM active) FROM ins i"
+
 static const char *const remember_event_sql[] = {
 	"INSERT INTO webhook_ingest.events (source, event_id) VALUES ($1, $4) ON CONFLICT DO NOTHING",
 	"INSERT INTO webhook_ingest.event_ledger (source_id, event_id) VALUES ($5, $4) ON CONFLICT DO NOTHING",
 	REMEMBER_UNLESS(NOT_IN_EVENTS_LEGACY),
-	REMEMBER_UNLESS(NOT_IN_LEDGER_090),
-	REMEMBER_UNLESS(NOT_IN_EVENTS_LEGACY " AND " NOT_IN_LEDGER_090)
+	REMEMBER_LINKED_SQL(""),
+	REMEMBER_LINKED_SQL("WHERE " NOT_IN_EVENTS_LEGACY " "),
+	REMEMBER_LINKED_SQL("WHERE " NOT_IN_LEDGER_090 " "),
+	REMEMBER_LINKED_SQL("WHERE " NOT_IN_EVENTS_LEGACY " AND " NOT_IN_LEDGER_090 " ")
 };
 
-/* Returns the job's id and the outcome, 0 to 2 as in EnqueueOutcome. */
-#define UPSERT_JOB_SQL(table) \
-"INSERT INTO webhook_ingest." table " AS j (source, external_id, payload, events) VALUES ($1, $2, $3, $6) " \
+/*
+ * Returns the job's id and the outcome, 0 to 2 as in EnqueueOutcome.  With
+ * a linked ledger, a new job takes the id its event id was given ($6, or
+ * one of its own when that named the active job).
+ */
+#define UPSERT_JOB_SQL(table, id_column, id_value) \
+"INSERT INTO webhook_ingest." table " AS j (" id_column "source, external_id, payload, events) " \
+"VALUES (" id_value "$1, $2, $3, $7) " \
 "ON CONFLICT (source, external_id) " \
 "WHERE state OPERATOR(pg_catalog.=) ANY ('{pending,running}'::webhook_ingest.job_state[]) " \
 "DO UPDATE SET payload = COALESCE(EXCLUDED.payload, j.payload), " \
 "              refetch = j.refetch OR j.state OPERATOR(pg_catalog.=) 'running', " \
-"              events = j.events OPERATOR(pg_catalog.+) $6, " \
+"              events = j.events OPERATOR(pg_catalog.+) $7, " \
 "              updated_at = pg_catalog.now() " \
 "RETURNING j.id, " \
 "          CASE WHEN j.xmax OPERATOR(pg_catalog.=) 0 THEN 0 " \
 "               WHEN j.state OPERATOR(pg_catalog.=) 'pending' THEN 1 ELSE 2 END"
 
-static const char *const upsert_job_sql[] = {UPSERT_JOB_SQL("jobs"), UPSERT_JOB_SQL("queue")};
+static const char *const upsert_job_sql[] = {
+	UPSERT_JOB_SQL("jobs", "", ""), UPSERT_JOB_SQL("queue", "", ""),
+	UPSERT_JOB_SQL("queue", "id, ", "COALESCE($6, pg_catalog.nextval('webhook_ingest.jobs_id_seq'::pg_catalog.regclass)), ")
+};
+#define UPSERT_LINKED	2
 
-#define ACTIVE_JOB_SQL(table) \
-"SELECT j.id FROM webhook_ingest." table " j " \
-"WHERE j.source OPERATOR(pg_catalog.=) $1 AND j.external_id OPERATOR(pg_catalog.=) $2 " \
-"AND j.state OPERATOR(pg_catalog.=) ANY ('{pending,running}'::webhook_ingest.job_state[])"
+#define ACTIVE_JOB_SQL(table) "SELECT j.id FROM webhook_ingest." table " j " ACTIVE_JOB_WHERE
 
-static const char *const active_job_sql[] = {ACTIVE_JOB_SQL("jobs"), ACTIVE_JOB_SQL("queue")};
+/* The ledger's row of ($5, $4), found through its index. */
+#define LEDGER_ROW_SQL \
+"WHERE l.source_id OPERATOR(pg_catalog.=) $5 AND l.event_id OPERATOR(pg_catalog.=) $4 " \
+"  AND ((l.source_id::pg_catalog.text OPERATOR(pg_catalog.||) ':') OPERATOR(pg_catalog.||) l.event_id) " \
+"      OPERATOR(pg_catalog.=) (($5::pg_catalog.text OPERATOR(pg_catalog.||) ':') OPERATOR(pg_catalog.||) $4)"
+
+/*
+ * With a linked ledger a duplicate is counted on the row of its event id,
+ * up to WI_DUPLICATES_COUNTED: past that a replay writes nothing (each
+ * count is a new row version).
+ */
+#define WI_DUPLICATES_COUNTED "1000"
+static const char *const active_job_sql[] = {
+	ACTIVE_JOB_SQL("jobs"), ACTIVE_JOB_SQL("queue"),
+	"WITH counted AS (UPDATE webhook_ingest.event_ledger l "
+	"                    SET duplicates = COALESCE(l.duplicates, 0) OPERATOR(pg_catalog.+) 1 " LEDGER_ROW_SQL
+	"                    AND COALESCE(l.duplicates, 0) OPERATOR(pg_catalog.<) " WI_DUPLICATES_COUNTED ") "
+	ACTIVE_JOB_SQL("queue")
+};
+
+static const char *const fix_link_sql =
+"UPDATE webhook_ingest.event_ledger l SET job_id = $6 " LEDGER_ROW_SQL;
 
 /* Which set this call uses, and the admitted source's number: found by wi_enqueue_admit(). */
 static WiSchema schema = WI_SCHEMA_060;
@@ -148,8 +207,9 @@ static int	ledger = WI_LEDGER_060;	/* the statement of remember_event_sql */
 static int32 admitted_source_id = 0;
 
 static SPIPlanPtr remember_event_plan[lengthof(remember_event_sql)];
-static SPIPlanPtr upsert_job_plan[2];
-static SPIPlanPtr active_job_plan[2];
+static SPIPlanPtr upsert_job_plan[lengthof(upsert_job_sql)];
+static SPIPlanPtr active_job_plan[lengthof(active_job_sql)];
+static SPIPlanPtr fix_link_plan;
 static TupleDesc result_desc;
 
 /* Run one of the statements above; its first row's columns in values. */
@@ -157,7 +217,7 @@ static uint64
 run(SPIPlanPtr *plan, const char *sql, int nargs, Datum *args, const char *nulls, int ncols, Datum *values,
 	bool *isnull)
 {
-	static Oid	argtypes[6] = {TEXTOID, TEXTOID, JSONBOID, TEXTOID, INT4OID, INT4OID};
+	static Oid	argtypes[7] = {TEXTOID, TEXTOID, JSONBOID, TEXTOID, INT4OID, INT8OID, INT4OID};
 
 	wi_prepare_once(plan, sql, nargs, argtypes, false);
 	/* Not read-only: each statement sees what committed before it began. */
@@ -170,17 +230,22 @@ run(SPIPlanPtr *plan, const char *sql, int nargs, Datum *args, const char *nulls
 
 /*
  * Remember the event id, if there is one, then upsert the job; a duplicate
- * only reads the object's active job.  Two statements at most, whatever
- * the outcome.  events: the webhooks this call counts (1, or 0).
+ * only reads the object's active job (and is counted, where the ledger
+ * links ids to jobs).  Two statements, and a third when a linked event id
+ * named another job than the one its webhook went to.  events: the
+ * webhooks this call counts (1, or 0).
  */
 static EnqueueOutcome
 enqueue_statements(text *source, text *external_id, Datum payload, bool payload_null, text *event_id,
 				   int32 events, int64 *job_id, bool *job_id_null)
 {
-	Datum		args[6];
-	char		nulls[6] = {' ', ' ', payload_null ? 'n' : ' ', ' ', ' ', ' '};
+	Datum		args[7];
+	char		nulls[7] = {' ', ' ', payload_null ? 'n' : ' ', ' ', ' ', 'n', ' '};
 	Datum		values[2];
 	bool		isnull[2];
+	bool		linked = event_id != NULL && ledger >= WI_LEDGER_0100;
+	int			upsert = linked ? UPSERT_LINKED : schema;
+	int64		ticket = 0;
 	EnqueueOutcome outcome = OUTCOME_DUPLICATE;
 
 	args[0] = PointerGetDatum(source);
@@ -188,18 +253,36 @@ enqueue_statements(text *source, text *external_id, Datum payload, bool payload_
 	args[2] = payload;
 	args[3] = PointerGetDatum(event_id);
 	args[4] = Int32GetDatum(admitted_source_id);
-	args[5] = Int32GetDatum(events);
+	args[5] = (Datum) 0;
+	args[6] = Int32GetDatum(events);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	if (event_id != NULL &&
 		run(&remember_event_plan[ledger], remember_event_sql[ledger], ledger == WI_LEDGER_050 ? 4 : 5, args, nulls,
-			0, NULL, NULL) == 0)
-		*job_id_null = run(&active_job_plan[schema], active_job_sql[schema], 2, args, nulls, 1, values, isnull) == 0;
+			linked ? 2 : 0, values, isnull) == 0)
+	{
+		int			active = linked ? lengthof(active_job_sql) - 1 : schema;
+
+		*job_id_null = run(&active_job_plan[active], active_job_sql[active], linked ? 5 : 2, args, nulls, 1, values,
+						   isnull) == 0;
+	}
 	else
 	{
-		if (run(&upsert_job_plan[schema], upsert_job_sql[schema], 6, args, nulls, 2, values, isnull) != 1)
+		if (linked)
+		{
+			ticket = DatumGetInt64(values[0]);
+			args[5] = values[0];
+			nulls[5] = DatumGetBool(values[1]) ? ' ' : 'n';
+		}
+		if (run(&upsert_job_plan[upsert], upsert_job_sql[upsert], 7, args, nulls, 2, values, isnull) != 1)
 			elog(ERROR, "could not upsert job");
 		outcome = (EnqueueOutcome) DatumGetInt32(values[1]);
+		if (linked && DatumGetInt64(values[0]) != ticket)
+		{
+			args[5] = values[0];
+			nulls[5] = ' ';
+			run(&fix_link_plan, fix_link_sql, 6, args, nulls, 0, NULL, NULL);
+		}
 	}
 	if (!*job_id_null)
 		*job_id = DatumGetInt64(values[0]);
@@ -240,6 +323,15 @@ legacy_ids_left(Oid nsp, const char *relname)
 	return left;
 }
 
+/* Is the ledger 0.10.0's, with a job_id (or is ALTER EXTENSION UPDATE yet to come)? */
+static bool
+ledger_links_jobs(Oid nsp)
+{
+	Oid			relid = get_relname_relid("event_ledger", nsp);
+
+	return OidIsValid(relid) && get_attnum(relid, "job_id") != InvalidAttrNumber;
+}
+
 /*
  * Take ROW EXCLUSIVE on the queue before any lookup takes its snapshot:
  * drop_source() holds SHARE on it while it deletes, so once we have the
@@ -271,9 +363,13 @@ lock_queue(void)
 			elog(ERROR, "relation webhook_ingest.queue is missing");
 		if (queue == locked)
 		{
-			ledger = schema == WI_SCHEMA_050 ? WI_LEDGER_050 :
-				WI_LEDGER_060 + (legacy_ids_left(nsp, "events_legacy") ? WI_OLD_EVENTS : 0) +
-				(legacy_ids_left(nsp, "event_ledger_090") ? WI_OLD_LEDGER_090 : 0);
+			if (schema == WI_SCHEMA_050)
+				ledger = WI_LEDGER_050;
+			else if (!ledger_links_jobs(nsp))
+				ledger = WI_LEDGER_060 + (legacy_ids_left(nsp, "events_legacy") ? WI_OLD_EVENTS : 0);
+			else
+				ledger = WI_LEDGER_0100 + (legacy_ids_left(nsp, "events_legacy") ? WI_OLD_EVENTS : 0) +
+					(legacy_ids_left(nsp, "event_ledger_090") ? WI_OLD_LEDGER_090 : 0);
 			return;
 		}
 		LockRelationOid(queue, RowExclusiveLock);

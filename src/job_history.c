@@ -4,75 +4,117 @@
  *		row of job_history_packed (the storage round packs them, see
  *		_pack_history in the extension's SQL).
  *
- *		_packed_jobs(job_id) returns them one row per job, all of them or
- *		the one with that id, and only those its caller may read (the admin
- *		role all, an app role those of the sources it may enqueue into: the
- *		jobs view's rule; to an app role only the columns the view lets it
- *		read, or needs for them; to any other role nothing, whatever grant it
- *		has).  It checks its caller and then reads the table as its owner, as
- *		enqueue() does (access.c).
+ *		_packed_jobs(job_id, external_ids, finished_from, finished_to)
+ *		returns them one row per job: all of them, or only the one with that
+ *		id, or those of these external ids, or those that finished in
+ *		[finished_from, finished_to] (either bound may be NULL), and only
+ *		those its caller may read (the admin role all, an app role those of
+ *		the sources it may enqueue into: the jobs view's rule; to an app role
+ *		only the columns the view lets it read, or needs for them).  It
+ *		checks its caller and then reads the table as its owner, as enqueue()
+ *		does (access.c).  Each narrowing is an index's: the block index for
+ *		an id, the object keys' GIN index for external ids (object_keys.c),
+ *		the GiST index on each row's span of finished_at for a time window.
+ *		To any other role than those two it returns nothing, whatever grant
+ *		it has.
+ *		The jobs view calls it with no narrowing; the planner hook
+ *		(packed_jobs_planner.c) narrows the call by what a query asks.
+ *		_packed_jobs_plan shows what it runs.
  *
- *		The jobs view calls _packed_jobs() for every packed job; a row of
- *		it is an array element, which no index of the table can find by
- *		its id.  So a planner hook gives the call the id a query compares
- *		it with: a restriction "id = <constant or parameter>" on that
- *		function scan (a caller's WHERE id = $1, pushed into the view) turns
- *		_packed_jobs() into _packed_jobs($1), which reads one block through
- *		the block index.  The restriction stays and is checked as before;
- *		any other query reads every packed row, as a scan of the history
- *		would.
+ *		Between installing this library and ALTER EXTENSION UPDATE, the
+ *		0.8.0 definition, _packed_jobs(job_id) with nine columns, calls it:
+ *		it then reads the table 0.8.0 made (no errors) and is narrowed by id
+ *		only, as 0.8.0's was.
  *
  * IDENTIFICATION
  *		src/job_history.c
  */
 #include "postgres.h"
 
-#include "catalog/namespace.h"
-#include "catalog/pg_opfamily.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
-#include "nodes/makefuncs.h"
-#include "nodes/nodeFuncs.h"
-#include "optimizer/cost.h"
-#include "optimizer/optimizer.h"
-#include "optimizer/pathnode.h"
-#include "optimizer/paths.h"
-#include "parser/parse_coerce.h"
 #include "utils/acl.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
 #include "webhook_ingest.h"
 #include "access.h"
+#include "object_keys.h"
+#include "packed_jobs.h"
 
 PG_FUNCTION_INFO_V1(webhook_ingest_packed_jobs);
+PG_FUNCTION_INFO_V1(webhook_ingest_packed_jobs_plan);
 
-#define PACKED_JOBS_FUNC	"_packed_jobs"
-#define PACKED_JOBS_NATTS	9	/* its OUT columns; the 10th column read is the source's name */
+#define PACKED_JOBS_NATTS	10	/* its OUT columns; the 11th column read is the source's name */
 
-/* Every packed job, or the one with id $1, with its source's name. */
-#define PACKED_JOBS_SQL \
+/*
+ * Every packed job, or those of a narrowing; with its source's name.
+ * ($1 id, $2 external ids, $3 finished from, $4 finished to, $5 the ids'
+ * buckets, $6 their checks: wi_object_probe.)  All of them, or a time
+ * window's: every array of the rows unnested.  An id or external ids: one
+ * array unnested and compared, and only the matching elements read from the
+ * others (each array of a row is a TOAST value of its own, read as a whole
+ * for each element read: right for the one job of a row an object has, not
+ * for the many of a window).
+ */
+#define ALL_JOBS_SQL(errors_array, errors_column, errors) \
 	"SELECT u.id, u.finished_at, u.created_at, u.started_at, u.source_id, u.events, u.attempts, " \
-	"       u.last_status, u.external_id, s.name " \
+	"       u.last_status, u.external_id, " errors ", s.name " \
 	"  FROM webhook_ingest.job_history_packed p " \
 	"  CROSS JOIN LATERAL ROWS FROM (pg_catalog.unnest(p.ids), pg_catalog.unnest(p.finished), " \
 	"       pg_catalog.unnest(p.created), pg_catalog.unnest(p.started), pg_catalog.unnest(p.source_ids), " \
 	"       pg_catalog.unnest(p.events), pg_catalog.unnest(p.attempts), pg_catalog.unnest(p.statuses), " \
-	"       pg_catalog.unnest(p.external_ids)) " \
-	"       AS u(id, finished_at, created_at, started_at, source_id, events, attempts, last_status, external_id) " \
-	"  JOIN webhook_ingest.sources s ON s.id OPERATOR(pg_catalog.=) u.source_id "
+	"       pg_catalog.unnest(p.external_ids)" errors_array ") " \
+	"       AS u(id, finished_at, created_at, started_at, source_id, events, attempts, last_status, " \
+	"            external_id" errors_column ") " \
+	"  JOIN webhook_ingest.sources s ON s.id OPERATOR(pg_catalog.=) u.source_id WHERE true "
+#define MATCHING_JOBS_SQL(array, errors) \
+	"SELECT p.ids[x.k], p.finished[x.k], p.created[x.k], p.started[x.k], p.source_ids[x.k], p.events[x.k], " \
+	"       p.attempts[x.k], p.statuses[x.k], p.external_ids[x.k], " errors ", s.name " \
+	"  FROM webhook_ingest.job_history_packed p " \
+	"  CROSS JOIN LATERAL pg_catalog.unnest(p." array ") WITH ORDINALITY AS x(v, k) " \
+	"  JOIN webhook_ingest.sources s ON s.id OPERATOR(pg_catalog.=) p.source_ids[x.k] WHERE true "
+#define BY_ID_SQL \
+	" AND p.block OPERATOR(pg_catalog.=) ($1 OPERATOR(pg_catalog.>>) 7) " \
+	" AND $1 OPERATOR(pg_catalog.=) ANY (p.ids) AND x.v OPERATOR(pg_catalog.=) $1"
+/* (rows packed before 0.10.0 and not keyed yet have no checks: their ids are read) */
+#define BY_OBJECT_SQL \
+	" AND webhook_ingest._object_keys(p.external_ids, p.object_bits) OPERATOR(pg_catalog.&&) $5 " \
+	" AND (p.object_checks IS NULL OR p.object_checks OPERATOR(pg_catalog.&&) $6) " \
+	" AND x.v OPERATOR(pg_catalog.=) ANY ($2)"
+/* (a row's span is [its first finished_at, last_finished]; open above while last_finished is unknown) */
+#define BY_TIME_SQL(finished) \
+	" AND pg_catalog.tstzrange(p.finished_at, p.last_finished, '[]') " \
+	"     OPERATOR(pg_catalog.&&) pg_catalog.tstzrange($3, $4, '[]') " \
+	" AND " finished " OPERATOR(pg_catalog.>=) COALESCE($3, '-infinity') " \
+	" AND " finished " OPERATOR(pg_catalog.<=) COALESCE($4, 'infinity')"
+#define ERRORS			"p.errors[x.k]"
+#define NO_ERRORS		"NULL::text"
+#define UNNEST_ERRORS	", pg_catalog.unnest(p.errors)"
 
-static const char *const packed_jobs_sql[2] = {
-	PACKED_JOBS_SQL,
-	PACKED_JOBS_SQL
-	" WHERE p.block OPERATOR(pg_catalog.=) ($1 OPERATOR(pg_catalog.>>) 7) "
-	"   AND $1 OPERATOR(pg_catalog.=) ANY (p.ids) AND u.id OPERATOR(pg_catalog.=) $1"
+/* The statements, by narrowing: none, objects, time, both; by id; 0.8.0's table, all and by id. */
+#define BY_OBJECT	1
+#define BY_TIME		2
+#define BY_ID		4
+#define OF_080		5
+static const char *const packed_jobs_sql[7] = {
+	ALL_JOBS_SQL(UNNEST_ERRORS, ", last_error", "u.last_error"),
+	MATCHING_JOBS_SQL("external_ids", ERRORS) BY_OBJECT_SQL,
+	ALL_JOBS_SQL(UNNEST_ERRORS, ", last_error", "u.last_error") BY_TIME_SQL("u.finished_at"),
+	MATCHING_JOBS_SQL("external_ids", ERRORS) BY_OBJECT_SQL BY_TIME_SQL("p.finished[x.k]"),
+	MATCHING_JOBS_SQL("ids", ERRORS) BY_ID_SQL,
+	ALL_JOBS_SQL("", "", NO_ERRORS),
+	MATCHING_JOBS_SQL("ids", NO_ERRORS) BY_ID_SQL
 };
 
-static set_rel_pathlist_hook_type prev_set_rel_pathlist_hook = NULL;
+static Oid	packed_jobs_argtypes[6] = {INT8OID, TEXTARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT4ARRAYOID,
+	INT2ARRAYOID};
+
 
 /* The sources seen in one call, and whether the caller may read their jobs. */
 typedef struct SourceSeen
@@ -110,42 +152,104 @@ app_columns_only(bool *nulls)
 {
 	nulls[2] = nulls[3] = true;		/* created_at, started_at */
 	for (int c = 5; c < PACKED_JOBS_NATTS; c++)
-		nulls[c] = true;			/* events, attempts, last_status, external_id */
+		nulls[c] = true;			/* events, attempts, last_status, external_id, last_error */
 }
 
 /*
- * _packed_jobs(job_id bigint DEFAULT NULL): see the file's header.  Read
- * through a cursor, a thousand rows at a time, into the call's tuplestore
- * (which spills to disk past work_mem).
+ * Which statement the call's arguments pick, and its parameters: none
+ * when the call can return nothing (a time window that ends before it
+ * starts).
+ */
+static int
+narrowing(FunctionCallInfo fcinfo, Datum *args, char *nulls)
+{
+	int			which = 0;
+
+	for (int i = 0; i < 6; i++)
+	{
+		bool		given = i < PG_NARGS() && !PG_ARGISNULL(i);
+
+		args[i] = given ? PG_GETARG_DATUM(i) : (Datum) 0;
+		nulls[i] = given ? ' ' : 'n';
+	}
+	if (PG_NARGS() == PACKED_JOBS_NARGS_080)
+		return OF_080 + (nulls[0] == ' ');
+	if (!PG_ARGISNULL(0))
+		return BY_ID;
+	if (!PG_ARGISNULL(1))
+	{
+		wi_object_probe(PG_GETARG_ARRAYTYPE_P(1), &args[4], &args[5]);
+		nulls[4] = nulls[5] = ' ';
+		which |= BY_OBJECT;
+	}
+	if (!PG_ARGISNULL(2) || !PG_ARGISNULL(3))
+	{
+		if (!PG_ARGISNULL(2) && !PG_ARGISNULL(3) &&
+			timestamp_cmp_internal(PG_GETARG_TIMESTAMPTZ(2), PG_GETARG_TIMESTAMPTZ(3)) > 0)
+			return -1;
+		which |= BY_TIME;
+	}
+	return which;
+}
+
+/*
+ * The start of a call of either function below: its tuplestore, which
+ * statement its arguments pick and its parameters, and then SPI as the
+ * function's owner; false (nothing to read) when they pick none.
+ */
+static bool
+begin_call(FunctionCallInfo fcinfo, int *which, Datum *args, char *nulls, WiSavedUser *saved)
+{
+	wi_init_srf(fcinfo);
+	*which = narrowing(fcinfo, args, nulls);
+	if (*which < 0)
+		return false;
+	wi_become_owner(fcinfo, saved);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	return true;
+}
+
+static void
+end_call(const WiSavedUser *saved)
+{
+	SPI_finish();
+	wi_restore_user(saved);
+}
+
+/*
+ * _packed_jobs(job_id bigint, external_ids text[], finished_from
+ * timestamptz, finished_to timestamptz), all DEFAULT NULL: see the file's
+ * header.  Read through a cursor, a thousand rows at a time, into the
+ * call's tuplestore (which spills to disk past work_mem).
  */
 Datum
 webhook_ingest_packed_jobs(PG_FUNCTION_ARGS)
 {
-	static SPIPlanPtr plans[2];
+	static SPIPlanPtr plans[lengthof(packed_jobs_sql)];
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	bool		by_id = !PG_ARGISNULL(0);
 	Oid			caller = GetUserId();
 	Oid			admin = get_role_oid("webhook_ingest_admin", true);
 	bool		sees_all = OidIsValid(admin) && has_privs_of_role(caller, admin);
 	Oid			app = get_role_oid("webhook_ingest_enqueue", true);
 	SourceSeen	seen[64];
 	int			nseen = 0;
-	Oid			argtypes[1] = {INT8OID};
-	Datum		args[1];
+	Datum		args[6];
+	char		nulls_in[6];
+	int			which;
 	WiSavedUser saved;
 	Portal		cursor;
 
-	wi_init_srf(fcinfo);
 	/* Neither the admin role nor an app role (EXECUTE granted to some other role): no job at all. */
 	if (!sees_all && !(OidIsValid(app) && has_privs_of_role(caller, app)))
+	{
+		wi_init_srf(fcinfo);
 		return (Datum) 0;
-	args[0] = by_id ? PG_GETARG_DATUM(0) : (Datum) 0;
-
-	wi_become_owner(fcinfo, &saved);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	wi_prepare_once(&plans[by_id], packed_jobs_sql[by_id], by_id ? 1 : 0, argtypes, false);
-	cursor = SPI_cursor_open(NULL, plans[by_id], args, NULL, true);
+	}
+	if (!begin_call(fcinfo, &which, args, nulls_in, &saved))
+		return (Datum) 0;
+	wi_prepare_once(&plans[which], packed_jobs_sql[which], 6, packed_jobs_argtypes, false);
+	cursor = SPI_cursor_open(NULL, plans[which], args, nulls_in, true);
 	for (;;)
 	{
 		SPI_cursor_fetch(cursor, true, 1000);
@@ -172,122 +276,40 @@ webhook_ingest_packed_jobs(PG_FUNCTION_ARGS)
 		SPI_freetuptable(SPI_tuptable);
 	}
 	SPI_cursor_close(cursor);
-	SPI_finish();
-	wi_restore_user(&saved);
+	end_call(&saved);
 	return (Datum) 0;
 }
 
-/* Is this the call _packed_jobs() with no id, in the extension's schema? */
-static bool
-is_packed_jobs_scan(RangeTblEntry *rte)
-{
-	RangeTblFunction *rtfunc;
-	FuncExpr   *call;
-	Const	   *arg;
-	char	   *name;
-
-	if (rte->rtekind != RTE_FUNCTION || list_length(rte->functions) != 1 || rte->funcordinality)
-		return false;
-	rtfunc = linitial_node(RangeTblFunction, rte->functions);
-	if (!IsA(rtfunc->funcexpr, FuncExpr))
-		return false;
-	call = (FuncExpr *) rtfunc->funcexpr;
-	if (list_length(call->args) != 1 || !IsA(linitial(call->args), Const))
-		return false;
-	arg = linitial_node(Const, call->args);
-	if (!arg->constisnull || arg->consttype != INT8OID)
-		return false;
-	name = get_func_name(call->funcid);
-	if (name == NULL || strcmp(name, PACKED_JOBS_FUNC) != 0)
-		return false;
-	return get_func_namespace(call->funcid) == get_namespace_oid(WI_SCHEMA_NAME, true);
-}
-
-/* A value fixed for the whole scan: a constant, or a parameter of the statement. */
-static bool
-is_scan_constant(Node *node)
-{
-	Node	   *bare = strip_implicit_coercions(node);
-
-	if (IsA(bare, Const))
-		return !((Const *) bare)->constisnull;
-	return IsA(bare, Param) && ((Param *) bare)->paramkind == PARAM_EXTERN;
-}
-
 /*
- * The id a restriction "id = value" of the scan rel (id: its first column)
- * gives, as a bigint expression; NULL when it has none.  Any equality of
- * the integer operators' family, either way round.
+ * _packed_jobs_plan(job_id, external_ids, finished_from, finished_to):
+ * EXPLAIN (COSTS OFF) of the statement _packed_jobs runs for these
+ * arguments, planned for their values, a row (n, line) a line (none when
+ * the call returns nothing without a statement).  For operators and the
+ * plan tests.
  */
-static Node *
-id_of_restrictions(PlannerInfo *root, RelOptInfo *rel, Index rti)
+Datum
+webhook_ingest_packed_jobs_plan(PG_FUNCTION_ARGS)
 {
-	ListCell   *lc;
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Datum		args[6];
+	char		nulls[6];
+	int			which;
+	WiSavedUser saved;
 
-	foreach(lc, rel->baserestrictinfo)
+	if (!begin_call(fcinfo, &which, args, nulls, &saved))
+		return (Datum) 0;
+	if (SPI_execute_with_args(psprintf("EXPLAIN (COSTS OFF) %s", packed_jobs_sql[which]), 6, packed_jobs_argtypes,
+							  args, nulls, false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not explain the packed history's statement");
+	for (uint64 r = 0; r < SPI_processed; r++)
 	{
-		RestrictInfo *rinfo = lfirst_node(RestrictInfo, lc);
-		OpExpr	   *op = (OpExpr *) rinfo->clause;
-		Node	   *left;
-		Node	   *right;
+		bool		isnull[2] = {false, false};
+		Datum		values[2];
 
-		if (!IsA(op, OpExpr) || list_length(op->args) != 2 ||
-			get_op_opfamily_strategy(op->opno, INTEGER_BTREE_FAM_OID) != BTEqualStrategyNumber)
-			continue;
-		left = linitial(op->args);
-		right = lsecond(op->args);
-		if (!(IsA(left, Var) && ((Var *) left)->varno == rti && ((Var *) left)->varattno == 1))
-		{
-			Node	   *swap = left;
-
-			left = right;
-			right = swap;
-		}
-		if (!(IsA(left, Var) && ((Var *) left)->varno == rti && ((Var *) left)->varattno == 1 &&
-			  ((Var *) left)->varlevelsup == 0) || !is_scan_constant(right))
-			continue;
-		{
-			/* (a NULL id matches nothing: -1, no block, not NULL, which would read them all) */
-			CoalesceExpr *id = makeNode(CoalesceExpr);
-
-			id->coalescetype = INT8OID;
-			id->args = list_make2(coerce_to_target_type(NULL, right, exprType(right), INT8OID, -1,
-														COERCION_IMPLICIT, COERCE_IMPLICIT_CAST, -1),
-								  makeConst(INT8OID, -1, InvalidOid, sizeof(int64), Int64GetDatum(-1),
-											false, FLOAT8PASSBYVAL));
-			id->location = -1;
-			return eval_const_expressions(root, (Node *) id);
-		}
+		values[0] = Int32GetDatum((int32) r + 1);
+		values[1] = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull[1]);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, isnull);
 	}
-	return NULL;
-}
-
-static void
-narrow_packed_jobs_scan(PlannerInfo *root, RelOptInfo *rel, Index rti, RangeTblEntry *rte)
-{
-	if (prev_set_rel_pathlist_hook)
-		prev_set_rel_pathlist_hook(root, rel, rti, rte);
-	if (rel->reloptkind == RELOPT_BASEREL && is_packed_jobs_scan(rte))
-	{
-		Node	   *id = id_of_restrictions(root, rel, rti);
-		RangeTblFunction *rtfunc = linitial_node(RangeTblFunction, rte->functions);
-		FuncExpr   *call;
-
-		if (id == NULL)
-			return;
-		call = copyObject((FuncExpr *) rtfunc->funcexpr);
-		call->args = list_make1(id);
-		rtfunc->funcexpr = (Node *) call;
-		set_function_size_estimates(root, rel);
-		rel->pathlist = NIL;
-		rel->partial_pathlist = NIL;
-		add_path(rel, create_functionscan_path(root, rel, NIL, rel->lateral_relids));
-	}
-}
-
-void
-wi_job_history_install(void)
-{
-	prev_set_rel_pathlist_hook = set_rel_pathlist_hook;
-	set_rel_pathlist_hook = narrow_packed_jobs_scan;
+	end_call(&saved);
+	return (Datum) 0;
 }

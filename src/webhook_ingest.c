@@ -224,6 +224,6 @@ _PG_init(void)
 	wi_shmem_init();
 	wi_log_redact_install();
 	wi_utility_hook_install();
-	wi_job_history_install();
+	wi_packed_jobs_planner_install();
 	wi_register_launcher();
 }

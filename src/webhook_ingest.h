@@ -186,7 +186,7 @@ extern void wi_egress_define_gucs(void);
 extern void wi_log_redact_install(void);
 
 /* job_history.c */
-extern void wi_job_history_install(void);
+extern void wi_packed_jobs_planner_install(void);
 
 /* url.c */
 extern char *wi_render_url(const char *url_template, const char *id, int idlen);

@@ -58,3 +58,25 @@ SELECT wait_until($$SELECT count(*) >= 25 FROM webhook_ingest._partitions('webho
 
 SELECT webhook_ingest.drop_source('kept');
 SELECT webhook_ingest.drop_source('dropped');
+
+-- history() of an object whose job failed twice before it was done (0.10.0):
+-- the error of its last failed attempt kept with the done job (jobs shows
+-- NULL, as before), its event id and the duplicate of it, done_lsn; the
+-- same once the job is packed
+SELECT webhook_ingest.add_source('flaky_history', 'http://127.0.0.1:18080/flaky/{external_id}');
+SELECT job_id AS flaky_job FROM webhook_ingest.enqueue('flaky_history', 'f-28', NULL, 'flaky-e1') \gset
+SELECT outcome FROM webhook_ingest.enqueue('flaky_history', 'f-28', NULL, 'flaky-e1');
+SELECT webhook_ingest.wait_for_job(:flaky_job, '30 s') AS done;
+SELECT state, attempts, last_error FROM webhook_ingest.jobs WHERE id = :flaky_job;
+CREATE TEMP VIEW flaky_history AS
+SELECT state, webhooks, event_ids, duplicates, attempts, last_status,
+       regexp_replace(last_error, '[0-9]+ ms', 'N ms', 'g') AS last_error, done_lsn IS NOT NULL AS has_done_lsn,
+       created_at <= started_at AND started_at <= finished_at AS times_in_order
+  FROM webhook_ingest.history('flaky_history', 'f-28');
+SELECT * FROM flaky_history;
+SELECT wait_until(format($$SELECT (webhook_ingest._pack_history(now() + interval '1 hour')).packed >= 0
+                            AND NOT EXISTS (SELECT FROM webhook_ingest.job_history WHERE id = %s)$$, :flaky_job))
+       AS packed;
+SELECT count(*) AS in_packed_history FROM webhook_ingest.job_history_packed p WHERE :flaky_job = ANY (p.ids);
+SELECT * FROM flaky_history;
+SELECT webhook_ingest.drop_source('flaky_history');
