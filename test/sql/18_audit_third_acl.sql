@@ -67,11 +67,11 @@ SET ROLE regress_acl_nobody;
 SELECT count(*) FROM webhook_ingest._packed_jobs() WHERE source_id = :acl_open;
 RESET ROLE;
 -- (and were it granted to a role that is neither an app nor the admin role: no job)
-GRANT EXECUTE ON FUNCTION webhook_ingest._packed_jobs(bigint) TO regress_acl_nobody;
+GRANT EXECUTE ON FUNCTION webhook_ingest._packed_jobs(bigint, text[], timestamptz, timestamptz) TO regress_acl_nobody;
 SET ROLE regress_acl_nobody;
 SELECT count(*) AS granted_reads FROM webhook_ingest._packed_jobs() WHERE source_id = :acl_open;
 RESET ROLE;
-REVOKE EXECUTE ON FUNCTION webhook_ingest._packed_jobs(bigint) FROM regress_acl_nobody;
+REVOKE EXECUTE ON FUNCTION webhook_ingest._packed_jobs(bigint, text[], timestamptz, timestamptz) FROM regress_acl_nobody;
 SET ROLE regress_acl_app;
 SELECT count(*) AS app_reads FROM webhook_ingest._packed_jobs() WHERE source_id = :acl_open;
 RESET ROLE;
