@@ -1,13 +1,13 @@
 # Audit of 0.10.0's apply workers (test/audit/FINDINGS-0.10.0-apply.md): the
 # worker (fetcher) restarts while an apply worker is completing its batch - an
 # administrator's pg_terminate_backend of the fetcher alone:
-#  A4. the new fetcher took the apply worker's guard file for a dead
+#  A5. the new fetcher took the apply worker's guard file for a dead
 #      predecessor's and settled it under the running apply worker: the jobs
 #      of the batch became suspects and their handler was completed alone
 #      ("its job crashed an apply worker", worker_status.alone_handlers), a
 #      job whose row was not locked yet had the "crash" counted as an attempt,
 #      and the file was truncated under the apply worker;
-#  A5. an apply worker that outlived its fetcher and was then ended in that
+#  A6. an apply worker that outlived its fetcher and was then ended in that
 #      fetcher's batch left the batch's jobs running until their leases
 #      expired (60 s): the new fetcher never took them back.
 # Each job's effect is committed exactly once.
@@ -60,7 +60,7 @@ sub terminate_fetcher_mid_batch
 	return $applier;
 }
 
-# A4. The fetcher alone restarts while the apply worker sleeps in the handler.
+# A5. The fetcher alone restarts while the apply worker sleeps in the handler.
 my $offset = -s $node->logfile;
 terminate_fetcher_mid_batch('s1');
 $node->poll_query_until('postgres', q{SELECT state = 'done' FROM webhook_ingest.jobs WHERE external_id = 's1'})
@@ -73,7 +73,7 @@ unlike($log, qr/died while (handling|completing)/, 'and blames no job in the log
 is(q1(q{SELECT state || ' ' || attempts FROM webhook_ingest.jobs WHERE external_id = 's1'}), 'done 1',
 	'the job is done at its first attempt');
 
-# A5. The same, then the apply worker is terminated too, still in that fetcher's batch.
+# A6. The same, then the apply worker is terminated too, still in that fetcher's batch.
 my $applier = terminate_fetcher_mid_batch('s2');
 usleep(500_000);				# the new fetcher has taken back what nobody held (not this batch)
 q1("SELECT pg_terminate_backend($applier)");
