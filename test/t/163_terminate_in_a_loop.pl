@@ -105,12 +105,13 @@ q1(q{CREATE FUNCTION sleepy(external_id text, details jsonb, payload jsonb) RETU
 q1(q{SELECT count(*) FROM generate_series(1, 6) g, webhook_ingest.enqueue('batch', 'first-' || g) e});
 $node->poll_query_until('postgres', q{SELECT count(*) = 6 FROM webhook_ingest.jobs WHERE source = 'batch' AND state = 'done'});
 q1(q{SELECT count(*) FROM generate_series(1, 6) g, webhook_ingest.enqueue('batch', 'second-' || g) e});
+# (both apply workers may have a part of it: one of them is terminated)
 $node->poll_query_until('postgres', q{
-	SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type IN ('webhook_ingest worker', 'webhook_ingest applier')
+	SELECT count(*) >= 1 FROM pg_stat_activity WHERE backend_type IN ('webhook_ingest worker', 'webhook_ingest applier')
 	   AND wait_event = 'PgSleep'})
   or die 'the batch did not start';
 q1(q{SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-      WHERE backend_type IN ('webhook_ingest worker', 'webhook_ingest applier') AND wait_event = 'PgSleep'});
+      WHERE backend_type IN ('webhook_ingest worker', 'webhook_ingest applier') AND wait_event = 'PgSleep' LIMIT 1});
 $node->poll_query_until('postgres', q{SELECT count(*) = 6 FROM webhook_ingest.jobs WHERE external_id LIKE 'second-%' AND state = 'done'})
   or diag('the interrupted batch was not completed');
 is(q1(q{SELECT count(DISTINCT external_id) || '/' || count(*) FROM effects WHERE external_id LIKE 'second-%'}), '6/6',
