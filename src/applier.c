@@ -43,6 +43,7 @@
 #include "apply_queue.h"
 #include "complete.h"
 #include "handler_call.h"
+#include "settings.h"
 #include "sigterm.h"
 #include "worker_tx.h"
 

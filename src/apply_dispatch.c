@@ -44,6 +44,7 @@
 #include "crash_guard.h"
 #include "http.h"
 #include "scheduler.h"
+#include "settings.h"
 
 /* Recovered errors a result may meet before its job goes back to the queue. */
 #define WI_MAX_COMPLETION_ERRORS	3

@@ -63,6 +63,7 @@
 #include "applier_guard.h"
 #include "complete.h"
 #include "handler_call.h"
+#include "settings.h"
 #include "worker_tx.h"
 
 /*

@@ -58,6 +58,7 @@
 #include "crash_guard.h"
 #include "http.h"
 #include "job_store.h"
+#include "settings.h"
 #include "worker_tx.h"
 
 #define WI_MAX_SUSPECTS			1024

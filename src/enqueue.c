@@ -57,6 +57,7 @@
 #include "webhook_ingest.h"
 #include "access.h"
 #include "enqueue.h"
+#include "settings.h"
 
 PG_FUNCTION_INFO_V1(webhook_ingest_enqueue);
 PG_FUNCTION_INFO_V1(webhook_ingest_payload_size);

@@ -42,6 +42,7 @@
 #include "webhook_ingest.h"
 #include "http.h"
 #include "h2_pacing.h"
+#include "settings.h"
 
 /* New connections being opened to one origin at once, at most. */
 #define WI_PACING_PROBES	8

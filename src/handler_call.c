@@ -41,6 +41,7 @@
 #include "webhook_ingest.h"
 #include "apply_queue.h"
 #include "handler_call.h"
+#include "settings.h"
 
 /* search_path handlers start with: the database's, as the worker found it. */
 static char *handler_search_path = NULL;

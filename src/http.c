@@ -44,6 +44,7 @@
 #include "h2_pacing.h"
 #include "redirect.h"
 #include "retry_after.h"
+#include "settings.h"
 
 static CURLM *multi = NULL;
 static CURLSH *share = NULL;	/* TLS sessions */

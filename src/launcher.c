@@ -52,6 +52,7 @@
 
 #include "webhook_ingest.h"
 #include "applier.h"
+#include "settings.h"
 #include "shmem.h"
 
 PGDLLEXPORT void webhook_ingest_launcher_main(Datum arg);

@@ -37,6 +37,7 @@
 #include "webhook_ingest.h"
 #include "enqueue.h"
 #include "intake.h"
+#include "settings.h"
 #include "signature.h"
 
 PG_FUNCTION_INFO_V1(webhook_ingest_receive);

@@ -31,6 +31,7 @@
 #include "http.h"
 #include "job_store.h"
 #include "scheduler.h"
+#include "settings.h"
 #include "source_tls.h"
 #include "worker_tx.h"
 

@@ -45,6 +45,7 @@
 #include "http.h"
 #include "scheduler.h"
 #include "scheduler_internal.h"
+#include "settings.h"
 
 #define WI_FAST_US				5000.0	/* 5 ms a job */
 #define WI_FAST_PEAK_US			(WI_APPLY_LEASH_MS * 1000.0)	/* 100 ms: past it, a quick batch's leash */

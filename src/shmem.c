@@ -37,6 +37,7 @@
 #include "utils/timestamp.h"
 
 #include "webhook_ingest.h"
+#include "settings.h"
 #include "shmem.h"
 
 PG_FUNCTION_INFO_V1(webhook_ingest_worker_status);

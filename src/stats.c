@@ -43,6 +43,7 @@
 #include "utils/tuplestore.h"
 
 #include "webhook_ingest.h"
+#include "settings.h"
 #include "shmem.h"
 
 #define STAT_NAME_LEN		64	/* source names are at most 63 bytes */

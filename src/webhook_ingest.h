@@ -25,28 +25,6 @@
 /* Longest external_id or event_id accepted, in bytes. */
 #define WI_MAX_ID_BYTES			1024
 
-/* GUC variables (webhook_ingest.c) */
-extern int	wi_dedup_window;
-extern char *wi_database;
-extern int	wi_max_databases;
-extern bool wi_enabled;
-extern int	wi_max_concurrent_requests;
-extern int	wi_max_host_connections;
-extern int	wi_max_streams_per_connection;
-extern int	wi_max_response_size_kb;
-extern int	wi_lease_timeout_s;
-extern int	wi_poll_interval_ms;
-extern int	wi_backoff_base_ms;
-extern int	wi_backoff_max_ms;
-extern int	wi_connect_timeout_ms;
-extern int	wi_retention_s;
-extern int	wi_handler_timeout_ms;
-extern int	wi_lock_timeout_ms;
-extern int	wi_max_payload_size_kb;
-extern int	wi_apply_workers;
-extern int	wi_apply_queue_size_kb;
-extern int	wi_dead_payload_limit_kb;
-
 /* Most apply workers per database (webhook_ingest.apply_workers). */
 #define WI_MAX_APPLIERS			32
 

@@ -39,6 +39,7 @@
 #include "crash_guard.h"
 #include "http.h"
 #include "job_store.h"
+#include "settings.h"
 #include "shmem.h"
 #include "sigterm.h"
 #include "worker_loop.h"

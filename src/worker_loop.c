@@ -39,6 +39,7 @@
 #include "http.h"
 #include "job_store.h"
 #include "scheduler.h"
+#include "settings.h"
 #include "verdict.h"
 #include "worker_loop.h"
 

@@ -25,6 +25,7 @@
 #include "utils/timestamp.h"
 
 #include "webhook_ingest.h"
+#include "settings.h"
 #include "worker_tx.h"
 
 #define WI_LOCK_LOG_EVERY_S	10
