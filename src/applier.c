@@ -271,11 +271,7 @@ reply(void)
 		o[i].outcome = applier.jobs[i].outcome;
 		o[i].flags = applier.jobs[i].handler_error ? WI_OUTCOME_FLAG_HANDLER_ERROR : 0;
 	}
-#if PG_VERSION_NUM >= 150000
 	return shm_mq_send(applier.queues->out, size, msg, false, true) == SHM_MQ_SUCCESS;
-#else
-	return shm_mq_send(applier.queues->out, size, msg, false) == SHM_MQ_SUCCESS;
-#endif
 }
 
 /* The batch is over (completed, or rolled back): answer, and forget it. */

@@ -200,11 +200,7 @@ send_more(Link *l)
 {
 	shm_mq_result res;
 
-#if PG_VERSION_NUM >= 150000
 	res = shm_mq_sendv(l->queues->in, l->iov, l->niov, true, true);
-#else
-	res = shm_mq_sendv(l->queues->in, l->iov, l->niov, true);
-#endif
 	if (res == SHM_MQ_WOULD_BLOCK)
 		return true;			/* the rest when it has read on (it sets our latch) */
 	free_message(l);

@@ -37,9 +37,7 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
-#if PG_VERSION_NUM >= 150000
 #include "common/pg_prng.h"
-#endif
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
@@ -53,11 +51,6 @@
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
 #include "utils/pg_lsn.h"
-
-/* pg_lsn's type OID: LSNOID before 14. */
-#if PG_VERSION_NUM < 140000
-#define PG_LSNOID LSNOID
-#endif
 
 #include "webhook_ingest.h"
 #include "applier_guard.h"
@@ -193,11 +186,7 @@ backoff_ms(ApplyJob *t)
 	if (delay > wi_backoff_max_ms)
 		delay = wi_backoff_max_ms;
 	/* jitter: half to all of the delay */
-#if PG_VERSION_NUM >= 150000
 	delay = delay * (0.5 + 0.5 * pg_prng_double(&pg_global_prng_state));
-#else
-	delay = delay * (0.5 + 0.5 * ((double) random() / (double) MAX_RANDOM_VALUE));
-#endif
 	/* Honour Retry-After (http.c caps it at a day). */
 	if (t->retry_after_s >= 0 && t->retry_after_s * 1000.0 > delay)
 		delay = t->retry_after_s * 1000.0;

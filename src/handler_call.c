@@ -40,6 +40,7 @@
 
 #include "webhook_ingest.h"
 #include "apply_queue.h"
+#include "compat.h"
 #include "handler_call.h"
 #include "settings.h"
 
@@ -165,11 +166,7 @@ handler_owner(Oid handler)
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("the owner of handler %s no longer exists", format_procedure(handler))));
 	}
-#if PG_VERSION_NUM >= 160000
-	if (object_aclcheck(ProcedureRelationId, handler, owner, ACL_EXECUTE) != ACLCHECK_OK)
-#else
-	if (pg_proc_aclcheck(handler, owner, ACL_EXECUTE) != ACLCHECK_OK)
-#endif
+	if (wi_proc_aclcheck(handler, owner, ACL_EXECUTE) != ACLCHECK_OK)
 	{
 		refused = true;
 		ereport(ERROR,

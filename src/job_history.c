@@ -44,6 +44,7 @@
 
 #include "webhook_ingest.h"
 #include "access.h"
+#include "compat.h"
 #include "object_keys.h"
 #include "packed_jobs.h"
 

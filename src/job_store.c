@@ -15,9 +15,7 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
-#if PG_VERSION_NUM >= 150000
 #include "common/pg_prng.h"
-#endif
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"

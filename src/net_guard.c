@@ -26,6 +26,7 @@
 #include "utils/guc.h"
 
 #include "webhook_ingest.h"
+#include "compat.h"
 #include "net_guard.h"
 
 #define WI_DEFAULT_DENIED_NETWORKS \
@@ -229,19 +230,6 @@ bad:
 
 static bool parse_networks(const char *p, void **extra);
 
-/*
- * A check hook's extra is freed by the GUC machinery: with free() before 16,
- * with guc_free() (pfree in GUC's memory context) from 16 on, so it must come
- * from guc_malloc() there.
- */
-#if PG_VERSION_NUM >= 160000
-#define extra_alloc(size) guc_malloc(LOG, (size))
-#define extra_free(ptr) guc_free(ptr)
-#else
-#define extra_alloc(size) malloc(size)
-#define extra_free(ptr) free(ptr)
-#endif
-
 /* The GUC check hooks: comma-separated networks, or nothing. */
 static bool
 check_networks(const char *name, char **newval, void **extra, GucSource source)
@@ -276,7 +264,7 @@ parse_networks(const char *p, void **extra)
 
 	for (const char *c = p; *c; c++)
 		max += (*c == ',');
-	list = extra_alloc(offsetof(WiNetworkList, nets) + sizeof(WiNetwork) * max);
+	list = wi_guc_extra_alloc(offsetof(WiNetworkList, nets) + sizeof(WiNetwork) * max);
 	if (list == NULL)
 	{
 		GUC_check_errcode(ERRCODE_OUT_OF_MEMORY);
@@ -298,12 +286,12 @@ parse_networks(const char *p, void **extra)
 			if (s == e)
 			{
 				GUC_check_errdetail("The list has an empty entry.");
-				extra_free(list);
+				wi_guc_extra_free(list);
 				return false;
 			}
 			if (!parse_network(s, (int) (e - s), &list->nets[list->count]))
 			{
-				extra_free(list);
+				wi_guc_extra_free(list);
 				return false;
 			}
 			list->count++;

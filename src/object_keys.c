@@ -28,9 +28,7 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
-#if PG_VERSION_NUM >= 140000
 #include "common/cryptohash.h"
-#endif
 #include "common/sha2.h"
 #include "fmgr.h"
 #include "utils/array.h"
@@ -50,9 +48,8 @@ PG_FUNCTION_INFO_V1(webhook_ingest_object_checks);
 
 /*
  * SHA-256, one digest after another: PostgreSQL's (OpenSSL's where built
- * with it) through pg_cryptohash from 14, its own sha2 before.
+ * with it) through pg_cryptohash.
  */
-#if PG_VERSION_NUM >= 140000
 typedef pg_cryptohash_ctx *Sha256;
 
 static Sha256
@@ -74,29 +71,6 @@ sha256_end(Sha256 ctx)
 {
 	pg_cryptohash_free(ctx);
 }
-#else
-typedef pg_sha256_ctx *Sha256;
-
-static Sha256
-sha256_begin(void)
-{
-	return palloc(sizeof(pg_sha256_ctx));
-}
-
-static void
-sha256_digest(Sha256 ctx, const uint8 *data, size_t len, uint8 *digest)
-{
-	pg_sha256_init(ctx);
-	pg_sha256_update(ctx, data, len);
-	pg_sha256_final(ctx, digest);
-}
-
-static void
-sha256_end(Sha256 ctx)
-{
-	pfree(ctx);
-}
-#endif
 
 /* The first four bytes of the SHA-256 of an external id. */
 static uint32

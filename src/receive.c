@@ -35,6 +35,7 @@
 #include "utils/memutils.h"
 
 #include "webhook_ingest.h"
+#include "compat.h"
 #include "enqueue.h"
 #include "intake.h"
 #include "settings.h"
@@ -124,11 +125,7 @@ parse_body(text *body)
 	JsonParseErrorType error;
 
 	/* With the escapes decoded, as jsonb_in will: \u0000 is refused here too. */
-#if PG_VERSION_NUM >= 170000
-	lex = makeJsonLexContextCstringLen(NULL, json, len, GetDatabaseEncoding(), true);
-#else
-	lex = makeJsonLexContextCstringLen(json, len, GetDatabaseEncoding(), true);
-#endif
+	lex = wi_json_lex_cstring(json, len, GetDatabaseEncoding(), true);
 	error = pg_parse_json(lex, &nullSemAction);
 	if (error != JSON_SUCCESS)
 	{

@@ -31,6 +31,7 @@
 #include "utils/tuplestore.h"
 
 #include "webhook_ingest.h"
+#include "compat.h"
 #include "enqueue.h"
 
 PG_FUNCTION_INFO_V1(webhook_ingest_reconcile_enqueue);

@@ -84,11 +84,7 @@ wi_sched_init(void)
 	ctl.keysize = WI_SOURCE_NAME_LEN;
 	ctl.entrysize = sizeof(SourceSched);
 	ctl.hcxt = TopMemoryContext;
-#if PG_VERSION_NUM >= 140000
 	wi_sched_sources = hash_create("webhook_ingest scheduler", 64, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
-#else
-	wi_sched_sources = hash_create("webhook_ingest scheduler", 64, &ctl, HASH_ELEM | HASH_CONTEXT);
-#endif
 }
 
 SourceSched *

@@ -37,6 +37,7 @@
 #include "utils/timestamp.h"
 
 #include "webhook_ingest.h"
+#include "compat.h"
 #include "settings.h"
 #include "shmem.h"
 
@@ -50,9 +51,7 @@ WiShared   *wi_shared = NULL;
 static WiSlot *my_slot = NULL;	/* in a fetcher or an apply worker: its database's slot */
 static WiApplierSlot *my_applier = NULL;	/* in an apply worker: its own */
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
-#if PG_VERSION_NUM >= 150000
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
-#endif
 static bool wake_at_commit = false;
 static bool xact_callback_registered = false;
 
@@ -68,7 +67,6 @@ shared_size(void)
 	return add_size(offsetof(WiShared, slots), mul_size(sizeof(WiSlot), wi_max_databases));
 }
 
-#if PG_VERSION_NUM >= 150000
 static void
 wi_shmem_request(void)
 {
@@ -77,7 +75,6 @@ wi_shmem_request(void)
 	RequestAddinShmemSpace(MAXALIGN(shared_size()));
 	wi_stats_shmem_request();
 }
-#endif
 
 static void
 init_shared(void)
@@ -110,13 +107,8 @@ wi_shmem_startup(void)
 void
 wi_shmem_init(void)
 {
-#if PG_VERSION_NUM >= 150000
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = wi_shmem_request;
-#else
-	RequestAddinShmemSpace(MAXALIGN(shared_size()));
-	wi_stats_shmem_request();
-#endif
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = wi_shmem_startup;
 }

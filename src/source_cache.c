@@ -117,12 +117,8 @@ source_table(void)
 		ctl.keysize = SOURCE_KEY_LEN;
 		ctl.entrysize = sizeof(SourceEntry);
 		ctl.hcxt = cache_cxt;
-#if PG_VERSION_NUM >= 140000
 		known_sources = hash_create("webhook_ingest sources", 16, &ctl,
 									HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
-#else
-		known_sources = hash_create("webhook_ingest sources", 16, &ctl, HASH_ELEM | HASH_CONTEXT);
-#endif
 	}
 	return known_sources;
 }

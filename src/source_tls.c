@@ -263,11 +263,7 @@ wi_source_tls_refresh(const char *source, TimestampTz seen_at, const char *ca, c
 		ctl.keysize = SOURCE_NAME_LEN;
 		ctl.entrysize = sizeof(ByName);
 		ctl.hcxt = by_name_cxt;
-#if PG_VERSION_NUM >= 140000
 		by_name = hash_create("webhook_ingest source TLS", 64, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
-#else
-		by_name = hash_create("webhook_ingest source TLS", 64, &ctl, HASH_ELEM | HASH_CONTEXT);
-#endif
 	}
 	if (strlen(source) < SOURCE_NAME_LEN)
 	{

@@ -43,6 +43,7 @@
 #include "utils/tuplestore.h"
 
 #include "webhook_ingest.h"
+#include "compat.h"
 #include "settings.h"
 #include "shmem.h"
 
@@ -364,37 +365,6 @@ wi_stats_failed(const char *source, TimestampTz now, int64 job_id, const char *e
 	f->fetch_ms = fetch_ms;
 	f->dead = dead;
 }
-
-#if PG_VERSION_NUM < 150000
-/*
- * Set up a materialized set-returning call by hand, what InitMaterializedSRF
- * (fcinfo, 0) does from 15 on (wi_init_srf is that call there: webhook_ingest.h).
- */
-void
-wi_init_srf(FunctionCallInfo fcinfo)
-{
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	TupleDesc	desc;
-	MemoryContext old;
-
-	if (rsinfo == NULL || !IsA(rsinfo, ReturnSetInfo))
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("set-valued function called in context that cannot accept a set")));
-	if (!(rsinfo->allowedModes & SFRM_Materialize))
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("materialize mode required, but it is not allowed in this context")));
-	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
-	old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
-	rsinfo->returnMode = SFRM_Materialize;
-	rsinfo->setDesc = CreateTupleDescCopy(desc);
-	rsinfo->setResult = tuplestore_begin_heap((rsinfo->allowedModes & SFRM_Materialize_Random) != 0,
-											  false, work_mem);
-	MemoryContextSwitchTo(old);
-}
-#endif
 
 static int
 minutes_arg(FunctionCallInfo fcinfo, int most)

@@ -25,11 +25,9 @@
 
 #include "fmgr.h"
 #include "utils/builtins.h"
-#if PG_VERSION_NUM >= 160000
-#include "varatt.h"
-#endif
 
 #include "webhook_ingest.h"
+#include "compat.h"
 
 PG_FUNCTION_INFO_V1(webhook_ingest_check_tls_ca);
 PG_FUNCTION_INFO_V1(webhook_ingest_check_tls_client);

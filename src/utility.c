@@ -19,7 +19,6 @@
 
 #include "access/htup_details.h"
 #include "access/xact.h"
-#include "catalog/pg_authid.h"
 #include "catalog/pg_database.h"
 #include "catalog/pg_extension.h"
 #include "commands/dbcommands.h"
@@ -37,6 +36,7 @@
 #include "utils/timestamp.h"
 
 #include "webhook_ingest.h"
+#include "compat.h"
 #include "shmem.h"
 
 /* Longest wait for a worker to stop before the command goes on anyway. */
@@ -257,40 +257,6 @@ template_of(CreatedbStmt *stmt)
 	return "template1";
 }
 
-#if PG_VERSION_NUM >= 160000
-#define wi_database_ownercheck(db, role) object_ownercheck(DatabaseRelationId, (db), (role))
-#define wi_extension_ownercheck(ext, role) object_ownercheck(ExtensionRelationId, (ext), (role))
-#else
-#define wi_database_ownercheck(db, role) pg_database_ownercheck((db), (role))
-#define wi_extension_ownercheck(ext, role) pg_extension_ownercheck((ext), (role))
-#endif
-
-#if PG_VERSION_NUM >= 150000
-#define wi_have_createdb_privilege() have_createdb_privilege()
-#else
-/*
- * have_createdb_privilege() is static in 13's dbcommands.c (and 14 is not
- * checked here): the same check, superuser or pg_authid.rolcreatedb of the
- * current user.
- */
-static bool
-wi_have_createdb_privilege(void)
-{
-	HeapTuple	utup;
-	bool		result = false;
-
-	if (superuser())
-		return true;
-	utup = SearchSysCache1(AUTHOID, ObjectIdGetDatum(GetUserId()));
-	if (HeapTupleIsValid(utup))
-	{
-		result = ((Form_pg_authid) GETSTRUCT(utup))->rolcreatedb;
-		ReleaseSysCache(utup);
-	}
-	return result;
-}
-#endif
-
 /*
  * Would the command pass its own privilege check?  Only then is a worker
  * stopped for it: otherwise any role could stop any database's worker by
@@ -310,7 +276,7 @@ may_run(Node *parsetree, Oid database)
 				HeapTuple	tup;
 				bool		is_template = false;
 
-				if (!wi_have_createdb_privilege())
+				if (!have_createdb_privilege())
 					return false;
 				tup = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(database));
 				if (HeapTupleIsValid(tup))
@@ -410,32 +376,19 @@ wake_after(Node *parsetree)
 }
 
 static void
-#if PG_VERSION_NUM >= 140000
 wi_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 				   ProcessUtilityContext context, ParamListInfo params,
 				   QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
-#else
-wi_process_utility(PlannedStmt *pstmt, const char *queryString,
-				   ProcessUtilityContext context, ParamListInfo params,
-				   QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
-#endif
 {
 	Node	   *parsetree = pstmt->utilityStmt;
 	Oid			stop = database_to_stop(parsetree);
 
 	if (OidIsValid(stop) && may_run(parsetree, stop))
 		stop_worker_of(stop);
-#if PG_VERSION_NUM >= 140000
 	if (prev_process_utility)
 		prev_process_utility(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
 	else
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
-#else
-	if (prev_process_utility)
-		prev_process_utility(pstmt, queryString, context, params, queryEnv, dest, qc);
-	else
-		standard_ProcessUtility(pstmt, queryString, context, params, queryEnv, dest, qc);
-#endif
 	wake_after(parsetree);
 }
 

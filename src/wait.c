@@ -25,9 +25,7 @@
 #include "access/timeline.h"
 #include "access/xact.h"
 #include "access/xlog.h"
-#if PG_VERSION_NUM >= 150000
 #include "access/xlogrecovery.h"
-#endif
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -357,11 +355,7 @@ webhook_ingest_wait_replayed(PG_FUNCTION_ARGS)
 	if (ActiveSnapshotSet())
 		PopActiveSnapshot();
 	InvalidateCatalogSnapshot();
-#if PG_VERSION_NUM >= 150000
 	snapshot_held = HaveRegisteredOrActiveSnapshot();
-#else
-	snapshot_held = GetOldestSnapshot() != NULL;
-#endif
 	if (snapshot_held)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -385,11 +379,7 @@ webhook_ingest_wait_replayed(PG_FUNCTION_ARGS)
 			/* After a promotion: what was replayed before it. */
 			reached = replayed_on(start_tli, &switched, &branched);
 		else
-#if PG_VERSION_NUM >= 150000
 			reached = GetFlushRecPtr(NULL);
-#else
-			reached = GetFlushRecPtr();
-#endif
 		if (reached >= target)
 			PG_RETURN_VOID();
 		if (standby && (!recovering || (switched && target > branched)))

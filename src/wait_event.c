@@ -17,8 +17,9 @@
 #include "postgres.h"
 
 #include "webhook_ingest.h"
+#include "compat.h"
 
-#if PG_VERSION_NUM >= 170000
+#if WI_HAVE_NAMED_WAIT_EVENTS
 
 #include "utils/wait_event.h"
 

@@ -14,6 +14,8 @@
 #include "storage/condition_variable.h"
 #include "storage/dsm.h"
 
+#include "compat.h"
+
 #define WI_EXTENSION_NAME		"webhook_ingest"
 #define WI_SCHEMA_NAME			"webhook_ingest"
 /* The library's version: the Makefile's EXTVERSION (-DEXTVERSION="x.y.z"). */
@@ -99,19 +101,13 @@ typedef enum WiWaitEvent
 	WI_WAIT_APPLIER_MAIN,		/* an apply worker waiting for a batch */
 	WI_WAIT_EVENT_COUNT
 }			WiWaitEvent;
-#if PG_VERSION_NUM >= 170000
+#if WI_HAVE_NAMED_WAIT_EVENTS
 extern uint32 wi_wait_event(WiWaitEvent event);
 #else
 #define wi_wait_event(event) PG_WAIT_EXTENSION
 #endif
 
 /* stats.c */
-#if PG_VERSION_NUM >= 150000
-#define wi_init_srf(fcinfo) InitMaterializedSRF((fcinfo), 0)
-#else
-struct FunctionCallInfoBaseData;
-extern void wi_init_srf(struct FunctionCallInfoBaseData *fcinfo);
-#endif
 extern void wi_stats_define_gucs(void);
 extern Size wi_stats_shmem_size(void);
 extern void wi_stats_shmem_request(void);

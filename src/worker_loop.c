@@ -35,6 +35,7 @@
 
 #include "webhook_ingest.h"
 #include "apply_dispatch.h"
+#include "compat.h"
 #include "crash_guard.h"
 #include "http.h"
 #include "job_store.h"
@@ -122,11 +123,7 @@ wi_loop_init(WorkerLoop *loop, int fd_cap)
 	loop->job_cxt = AllocSetContextCreate(TopMemoryContext, "webhook_ingest jobs", ALLOCSET_DEFAULT_SIZES);
 	wi_sched_init();
 	loop->pass_cxt = AllocSetContextCreate(TopMemoryContext, "webhook_ingest loop pass", ALLOCSET_DEFAULT_SIZES);
-#if PG_VERSION_NUM >= 170000
-	loop->wait_set = CreateWaitEventSet(NULL, 3);	/* for the process's life */
-#else
-	loop->wait_set = CreateWaitEventSet(TopMemoryContext, 3);
-#endif
+	loop->wait_set = wi_process_wait_event_set(3);	/* for the process's life */
 	AddWaitEventToSet(loop->wait_set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	AddWaitEventToSet(loop->wait_set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 	AddWaitEventToSet(loop->wait_set, WL_SOCKET_READABLE, wi_http_epoll_fd(), NULL, NULL);
