@@ -33,6 +33,8 @@
 
 #include "webhook_ingest.h"
 #include "access.h"
+#include "source_cache.h"
+#include "validate.h"
 
 PG_FUNCTION_INFO_V1(webhook_ingest_may_enqueue);
 PG_FUNCTION_INFO_V1(webhook_ingest_clip);

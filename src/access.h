@@ -1,8 +1,8 @@
 /*
  * access.h
- *		Who may enqueue into a source (enqueue_roles), the source cache that
- *		answers it, and acting as a function's owner after checking the
- *		caller (access.c, source_cache.c).
+ *		Who may enqueue into a source (enqueue_roles), as the source cache
+ *		(source_cache.h) reads it, and acting as a function's owner after
+ *		checking the caller (access.c).
  *
  * IDENTIFICATION
  *		src/access.h
@@ -22,10 +22,6 @@ typedef struct WiSourceAccess
 	int32		source_id;		/* sources.id (0 before 0.6.0 numbered them) */
 } WiSourceAccess;
 
-/* source_cache.c */
-extern bool wi_source_lookup(text *source, bool fresh, WiSourceAccess *access);
-extern uint64 wi_sources_generation(void);
-
 /* access.c */
 extern bool wi_source_admits(const WiSourceAccess *access, Oid user);
 extern int32 wi_check_may_enqueue(text *source, Oid caller);
@@ -37,6 +33,5 @@ typedef struct WiSavedUser
 } WiSavedUser;
 extern void wi_become_owner(FunctionCallInfo fcinfo, WiSavedUser *saved);
 extern void wi_restore_user(const WiSavedUser *saved);
-
 
 #endif							/* WI_ACCESS_H */

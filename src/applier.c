@@ -44,7 +44,9 @@
 #include "complete.h"
 #include "handler_call.h"
 #include "settings.h"
+#include "shmem.h"
 #include "sigterm.h"
+#include "wait_event.h"
 #include "worker_tx.h"
 
 PGDLLEXPORT void webhook_ingest_applier_main(Datum arg);

@@ -41,6 +41,7 @@
 #include "applier_guard.h"
 #include "complete.h"
 #include "handler_call.h"
+#include "shmem.h"
 #include "sigterm.h"
 
 static int	guard_fd = -1;

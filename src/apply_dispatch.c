@@ -43,8 +43,10 @@
 #include "apply_queue.h"
 #include "crash_guard.h"
 #include "http.h"
+#include "sched_apply.h"
 #include "scheduler.h"
 #include "settings.h"
+#include "shmem.h"
 
 /* Recovered errors a result may meet before its job goes back to the queue. */
 #define WI_MAX_COMPLETION_ERRORS	3

@@ -12,6 +12,7 @@
 #include "postgres.h"
 
 #include "webhook_ingest.h"
+#include "shmem.h"
 
 struct Transfer;
 

@@ -56,7 +56,11 @@
 #include "applier_guard.h"
 #include "complete.h"
 #include "handler_call.h"
+#include "reconcile_apply.h"
 #include "settings.h"
+#include "shmem.h"
+#include "stats.h"
+#include "validate.h"
 #include "worker_tx.h"
 
 /*

@@ -15,6 +15,7 @@
 
 #include "webhook_ingest.h"
 #include "apply_queue.h"
+#include "shmem.h"
 
 /* One fetched result to complete; its strings and body live in the batch's message. */
 typedef struct ApplyJob
@@ -45,9 +46,5 @@ typedef struct ApplyJob
 
 extern void wi_complete(ApplyJob *jobs, int njobs, int fetcher_pid, WiCounters *counters);
 extern void wi_retry_done_lsn(void);
-
-/* reconcile_apply.c: an apply worker's part of reconciliation */
-extern void wi_complete_page(ApplyJob *t);
-extern void wi_reconcile_fetched(const ApplyJob *t, Datum document, bool gone);
 
 #endif							/* WI_COMPLETE_H */

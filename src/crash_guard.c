@@ -59,6 +59,8 @@
 #include "http.h"
 #include "job_store.h"
 #include "settings.h"
+#include "shmem.h"
+#include "stats.h"
 #include "worker_tx.h"
 
 #define WI_MAX_SUSPECTS			1024

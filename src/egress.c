@@ -28,6 +28,7 @@
 
 #include "webhook_ingest.h"
 #include "egress.h"
+#include "validate.h"
 
 PG_FUNCTION_INFO_V1(webhook_ingest_check_proxy);
 

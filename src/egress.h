@@ -13,4 +13,6 @@ extern char *wi_no_proxy;
 
 extern const char *wi_proxy_for(const char *source_proxy);
 
+extern void wi_egress_define_gucs(void);
+
 #endif							/* WI_EGRESS_H */

@@ -58,6 +58,9 @@
 #include "access.h"
 #include "enqueue.h"
 #include "settings.h"
+#include "shmem.h"
+#include "spi_plans.h"
+#include "validate.h"
 
 PG_FUNCTION_INFO_V1(webhook_ingest_enqueue);
 PG_FUNCTION_INFO_V1(webhook_ingest_payload_size);

@@ -25,6 +25,7 @@
 
 #include "webhook_ingest.h"
 #include "intake.h"
+#include "signature_sql.h"
 
 PG_FUNCTION_INFO_V1(webhook_ingest_check_intake);
 

@@ -26,7 +26,4 @@ typedef struct WiSourceIntake
 	JsonPath   *event_id_path;	/* NULL: the scheme's delivery id */
 } WiSourceIntake;
 
-/* source_cache.c: the settings as of the last wi_source_lookup (fresh or not). */
-extern bool wi_source_intake(text *source, WiSourceIntake *intake);
-
 #endif							/* WI_INTAKE_H */

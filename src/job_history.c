@@ -47,6 +47,8 @@
 #include "compat.h"
 #include "object_keys.h"
 #include "packed_jobs.h"
+#include "source_cache.h"
+#include "spi_plans.h"
 
 PG_FUNCTION_INFO_V1(webhook_ingest_packed_jobs);
 PG_FUNCTION_INFO_V1(webhook_ingest_packed_jobs_plan);

@@ -1,11 +1,15 @@
 /*
  * job_store.c
- *		The fetcher's SQL: claiming due jobs (a short transaction with FOR
- *		UPDATE SKIP LOCKED), reclaiming what a previous incarnation left
- *		running, and the housekeeping statements: expired leases, parking
- *		jobs of paused sources, retention and partitions (whose horizon the
- *		apply workers' completions write by), purging event ids.  Completion
- *		is the apply workers' (complete.c).  No HTTP happens here.
+ *		The fetcher's SQL, but for completion (the apply workers':
+ *		complete.c) and list pages (reconcile_claim.c): claiming due jobs (a
+ *		short transaction with FOR UPDATE SKIP LOCKED, the scheduler's
+ *		quotas) into Transfers; reading the sources' scheduling settings,
+ *		headers and TLS settings when they changed; at start, the extension's
+ *		state, done_lsn values a stop left unwritten and the jobs a previous
+ *		incarnation left running; and the housekeeping statements: expired
+ *		leases, parking jobs of paused sources, retention and partitions
+ *		(whose horizon the completions write by), purging event ids, which
+ *		jobs are still active (for the crash guard).  No HTTP happens here.
  *
  * IDENTIFICATION
  *		src/job_store.c
@@ -37,6 +41,9 @@
 #include "http.h"
 #include "job_store.h"
 #include "scheduler.h"
+#include "shmem.h"
+#include "source_cache.h"
+#include "url.h"
 #include "worker_tx.h"
 
 /*

@@ -55,7 +55,4 @@ extern void wi_read_sources(void);
 extern bool wi_sources_reread(void);
 extern struct curl_slist *wi_source_headers(Jsonb *headers);
 
-/* reconcile_claim.c: list pages of reconciliation sweeps */
-extern List *wi_claim_pages(int max_pages, MemoryContext cxt, TimestampTz *next_at);
-
 #endif							/* WI_JOB_STORE_H */

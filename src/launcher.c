@@ -52,8 +52,11 @@
 
 #include "webhook_ingest.h"
 #include "applier.h"
+#include "launcher.h"
 #include "settings.h"
 #include "shmem.h"
+#include "wait_event.h"
+#include "worker.h"
 
 PGDLLEXPORT void webhook_ingest_launcher_main(Datum arg);
 

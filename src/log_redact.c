@@ -29,6 +29,7 @@
 #include "utils/elog.h"
 
 #include "webhook_ingest.h"
+#include "log_redact.h"
 
 /* "-----BEGIN PRIVATE KEY-----", "... RSA PRIVATE KEY-----", "... ENCRYPTED PRIVATE KEY-----" */
 #define KEY_MARKER	"PRIVATE KEY-----"

@@ -28,6 +28,7 @@
 #include "webhook_ingest.h"
 #include "compat.h"
 #include "net_guard.h"
+#include "validate.h"
 
 #define WI_DEFAULT_DENIED_NETWORKS \
 	"169.254.0.0/16, fe80::/10, fd00:ec2::254/128, 100.100.100.200/32, " \

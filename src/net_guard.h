@@ -33,4 +33,6 @@ extern bool wi_net_allowed_sockaddr(const struct sockaddr *sa, char *why, size_t
 /* The same for an address in text form (IPv4 or IPv6, no zone). */
 extern bool wi_net_allowed_text(const char *ip, char *why, size_t whylen);
 
+extern void wi_net_guard_define_gucs(void);
+
 #endif							/* WI_NET_GUARD_H */

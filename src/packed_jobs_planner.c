@@ -38,6 +38,7 @@
 
 #include "webhook_ingest.h"
 #include "packed_jobs.h"
+#include "packed_jobs_planner.h"
 
 PG_FUNCTION_INFO_V1(webhook_ingest_packed_jobs_support);
 

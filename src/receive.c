@@ -40,6 +40,9 @@
 #include "intake.h"
 #include "settings.h"
 #include "signature.h"
+#include "signature_sql.h"
+#include "source_cache.h"
+#include "validate.h"
 
 PG_FUNCTION_INFO_V1(webhook_ingest_receive);
 

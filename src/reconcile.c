@@ -33,6 +33,8 @@
 #include "webhook_ingest.h"
 #include "compat.h"
 #include "enqueue.h"
+#include "stats.h"
+#include "validate.h"
 
 PG_FUNCTION_INFO_V1(webhook_ingest_reconcile_enqueue);
 PG_FUNCTION_INFO_V1(webhook_ingest_reconcile_failed);

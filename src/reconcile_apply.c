@@ -30,6 +30,8 @@
 
 #include "webhook_ingest.h"
 #include "complete.h"
+#include "reconcile_apply.h"
+#include "validate.h"
 #include "worker_tx.h"
 
 /* The page's body as a bytea (in the current context). */

@@ -30,6 +30,7 @@
 #include "webhook_ingest.h"
 #include "http.h"
 #include "job_store.h"
+#include "reconcile_claim.h"
 #include "scheduler.h"
 #include "settings.h"
 #include "source_tls.h"

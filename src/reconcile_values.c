@@ -36,6 +36,7 @@
 
 #include "webhook_ingest.h"
 #include "url_template.h"
+#include "validate.h"
 
 PG_FUNCTION_INFO_V1(webhook_ingest_reconcile_version);
 PG_FUNCTION_INFO_V1(webhook_ingest_reconcile_url);

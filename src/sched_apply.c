@@ -43,6 +43,7 @@
 #include "webhook_ingest.h"
 #include "apply_queue.h"
 #include "http.h"
+#include "sched_apply.h"
 #include "scheduler.h"
 #include "scheduler_internal.h"
 #include "settings.h"

@@ -2,8 +2,8 @@
  * scheduler.h
  *		Who gets the fetcher's free fetch slots (scheduler.c): fair shares
  *		among sources with due work, per-source token buckets and in-flight
- *		caps, and throttles the upstreams asked for; and who gets the apply
- *		workers' time (sched_apply.c).
+ *		caps, and throttles the upstreams asked for.  Who gets the apply
+ *		workers' time: sched_apply.h.
  *
  * IDENTIFICATION
  *		src/scheduler.h
@@ -16,13 +16,14 @@
 #include "nodes/pg_list.h"
 #include "utils/timestamp.h"
 
+#include "webhook_ingest.h"
+
 struct Transfer;
 
 /* Most sources queue_stats shows scheduler state for (the busiest). */
 #define WI_SHOWN_SOURCES	64
 /* A scan starts where the last stopped, less this margin for rows that committed late (worker_loop.c). */
 #define WI_SCAN_MARGIN_MS	2000
-#define WI_SOURCE_NAME_LEN	64	/* source names are at most 63 bytes */
 
 /*
  * One source's share of a claim pass: at most quota jobs due at or after
@@ -70,14 +71,5 @@ extern void wi_sched_rewind(void);
 extern long wi_sched_wait_ms(TimestampTz now);
 extern bool wi_sched_throttles_changed(void);
 extern int	wi_sched_shown(WiSourceShown *shown, int max);
-
-/* sched_apply.c: the apply workers' time */
-typedef bool (*WiAloneTest) (struct Transfer *t);
-extern void wi_sched_ready(struct Transfer *t, bool front);
-extern List *wi_sched_next_batch(int max, bool reserve_free, WiAloneTest alone, bool *restricted);
-extern void wi_sched_applied(struct Transfer *t, int64 handler_us);
-extern bool wi_sched_quick(const struct Transfer *t);
-extern void wi_sched_left_applier(struct Transfer *t);
-extern void wi_sched_locked(const char *source, int delta);
 
 #endif							/* WI_SCHEDULER_H */

@@ -2,9 +2,9 @@
  * settings.c
  *		The extension's settings (GUCs): the variables they set and their
  *		definitions, each with its name, default, range, context, unit and
- *		description.  Settings with hooks of their own stay with the module
- *		that checks them (net_guard.c, egress.c, stats.c); wi_settings_define
- *		defines those too, so every setting is defined from here.
+ *		description.  Settings with hooks or state of their own stay with
+ *		the module that checks them (net_guard.c, egress.c, stats.c), which
+ *		_PG_init has define them after these.
  *
  * IDENTIFICATION
  *		src/settings.c
@@ -219,8 +219,8 @@ define_handler_settings(void)
 }
 
 /*
- * Defines every setting of the extension, those of net_guard.c, egress.c and
- * stats.c included, and reserves its prefix (_PG_init).
+ * Defines the settings above (_PG_init, which then has net_guard.c, egress.c
+ * and stats.c define theirs and reserves the prefix).
  */
 void
 wi_settings_define(void)
@@ -229,8 +229,4 @@ wi_settings_define(void)
 	define_process_settings();
 	define_fetch_settings();
 	define_handler_settings();
-	wi_net_guard_define_gucs();
-	wi_egress_define_gucs();
-	wi_stats_define_gucs();
-	MarkGUCPrefixReserved("webhook_ingest");
 }

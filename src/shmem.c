@@ -40,6 +40,7 @@
 #include "compat.h"
 #include "settings.h"
 #include "shmem.h"
+#include "stats.h"
 
 PG_FUNCTION_INFO_V1(webhook_ingest_worker_status);
 PG_FUNCTION_INFO_V1(webhook_ingest_worker_status_all);

@@ -1,8 +1,9 @@
 /*
  * shmem.h
- *		The shared state of shmem.c, for the launcher (launcher.c) and the
- *		utility hook (utility.c), which change slots and blocks under its
- *		spinlock.  A database's slot holds its fetcher (the worker) and its
+ *		Shared memory (shmem.c): what each process publishes and reads there
+ *		(its counters, its state, why it exited), the wake-ups, and the
+ *		shared state itself for the launcher (launcher.c) and the utility
+ *		hook (utility.c), which change slots and blocks under its spinlock.  A database's slot holds its fetcher (the worker) and its
  *		apply workers; the launcher reserves it when the fetcher first starts
  *		and frees it once every process of the database is gone.
  *
@@ -12,6 +13,7 @@
 #ifndef WI_SHMEM_H
 #define WI_SHMEM_H
 
+#include "datatype/timestamp.h"
 #include "storage/condition_variable.h"
 #include "storage/dsm.h"
 #include "storage/latch.h"
@@ -19,6 +21,38 @@
 
 #include "webhook_ingest.h"
 #include "scheduler.h"
+
+/*
+ * What a process has done since it started (worker_status): the fetcher
+ * counts claims and transfers, and the outcomes its apply workers report;
+ * an apply worker counts the jobs it completed.
+ */
+typedef struct WiCounters
+{
+	int64		claimed;		/* jobs claimed */
+	int64		fetched;		/* transfers finished, whatever the outcome */
+	int64		applied;		/* jobs completed by an apply worker, whatever the outcome */
+	int64		handler_us;		/* time spent in handlers (and storing documents) */
+	int64		succeeded;		/* jobs done (handler committed) */
+	int64		retried;		/* failed attempts with a retry scheduled */
+	int64		dead;			/* jobs that ended dead */
+	int64		handler_errors; /* handler calls that raised an error */
+	int64		bytes;			/* response body bytes received */
+	int64		connections_opened; /* connections (sockets) opened */
+	int64		tls_connections_opened; /* of which for https */
+	char		last_error[256];
+	TimestampTz last_error_at;
+} WiCounters;
+
+/* Why a worker or an apply worker exited, for the launcher (shmem.c). */
+typedef enum WiExitReason
+{
+	WI_EXIT_UNEXPECTED = 0,		/* a crash or FATAL: restart with a back-off */
+	WI_EXIT_NO_EXTENSION,		/* not installed here: wait until CREATE EXTENSION */
+	WI_EXIT_STOPPED,			/* asked to stop */
+	WI_EXIT_TERMINATED,			/* SIGTERM from another backend (pg_terminate_backend): restart at once */
+	WI_EXIT_DEADLINE			/* an apply worker whose handler ran past its hard deadline: restart at once */
+} WiExitReason;
 
 #define WI_MAX_LOOK		64		/* databases waiting for the launcher's look */
 #define WI_MAX_BLOCKS	64		/* databases in DROP/RENAME/TEMPLATE at once */
@@ -88,6 +122,32 @@ typedef struct WiShared
 	WiSlot		slots[FLEXIBLE_ARRAY_MEMBER];
 } WiShared;
 
+/* Every process: registering, publishing its state, waking others (shmem.c). */
+extern void wi_shmem_init(void);
+extern bool wi_shmem_register_worker(void);
+extern bool wi_shmem_stop_requested(void);
+extern void wi_shmem_set_exit_reason(WiExitReason reason, const char *state);
+extern void wi_shmem_wake_launcher(Oid database);
+extern void wi_shmem_publish(const char *state, int in_flight, int applying, const WiCounters *counters);
+extern bool wi_shmem_register_applier(int index);
+extern WiExitReason wi_shmem_exit_reason(void);
+extern void wi_shmem_set_fetcher_ready(bool ready);
+extern void wi_shmem_publish_queues(dsm_handle queues);
+extern uint32 wi_shmem_applier(int index, dsm_handle *queues, pid_t *pid, WiExitReason *reason,
+							   int64 *handling_job);
+extern void wi_shmem_set_handling(int64 job_id);
+extern void wi_shmem_publish_applier(const char *state, int in_batch, const WiCounters *counters);
+extern void wi_shmem_publish_alone(const char *text);
+extern void wi_shmem_publish_horizon(TimestampTz history_until, TimestampTz kept_until);
+extern void wi_shmem_horizon(TimestampTz *history_until, TimestampTz *kept_until);
+extern void wi_shmem_wake_launcher_installed(Oid database);
+extern void wi_shmem_publish_sources(void);
+extern void wi_wake_worker_at_commit(void);
+extern ConditionVariable *wi_shmem_job_cv(int64 job_id);
+extern void wi_shmem_jobs_finished(const int64 *job_ids, int n);
+extern void wi_shmem_all_jobs_finished(void);
+
+/* The launcher and the utility hook: the slots themselves, under the spinlock. */
 extern WiShared *wi_shared;
 extern WiSlot *wi_slot_of(Oid database);
 extern bool wi_slot_has_processes(const WiSlot *slot);

@@ -21,6 +21,8 @@
 
 #include "signature.h"
 #include "webhook_ingest.h"
+#include "signature_sql.h"
+#include "validate.h"
 
 PG_FUNCTION_INFO_V1(webhook_ingest_verify_signature);
 

@@ -22,6 +22,7 @@
 #include "tcop/tcopprot.h"
 
 #include "webhook_ingest.h"
+#include "shmem.h"
 #include "sigterm.h"
 
 static volatile sig_atomic_t sender = 0;

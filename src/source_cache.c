@@ -38,10 +38,9 @@
 #include "webhook_ingest.h"
 #include "access.h"
 #include "intake.h"
+#include "source_cache.h"
 
 PG_FUNCTION_INFO_V1(webhook_ingest_sources_changed);
-
-#define SOURCE_KEY_LEN	64		/* source names are at most 63 bytes */
 
 /* What is known of one source; every pointer in one memory context. */
 typedef struct SourceInfo
@@ -52,7 +51,7 @@ typedef struct SourceInfo
 
 typedef struct SourceEntry
 {
-	char		name[SOURCE_KEY_LEN];
+	char		name[WI_SOURCE_NAME_LEN];
 	SourceInfo	info;			/* in cache_cxt */
 } SourceEntry;
 
@@ -114,7 +113,7 @@ source_table(void)
 
 		cache_cxt = AllocSetContextCreate(CacheMemoryContext, "webhook_ingest sources",
 										  ALLOCSET_SMALL_SIZES);
-		ctl.keysize = SOURCE_KEY_LEN;
+		ctl.keysize = WI_SOURCE_NAME_LEN;
 		ctl.entrysize = sizeof(SourceEntry);
 		ctl.hcxt = cache_cxt;
 		known_sources = hash_create("webhook_ingest sources", 16, &ctl,
@@ -128,9 +127,9 @@ key_of(text *source, char *key)
 {
 	int			len = VARSIZE_ANY_EXHDR(source);
 
-	if (len >= SOURCE_KEY_LEN)
+	if (len >= WI_SOURCE_NAME_LEN)
 		return false;
-	memset(key, 0, SOURCE_KEY_LEN);
+	memset(key, 0, WI_SOURCE_NAME_LEN);
 	memcpy(key, VARDATA_ANY(source), len);
 	return true;
 }
@@ -273,7 +272,7 @@ copy_info(SourceInfo *to, const SourceInfo *from, MemoryContext cxt)
 static const SourceInfo *
 lookup(text *source, bool fresh)
 {
-	char		key[SOURCE_KEY_LEN];
+	char		key[WI_SOURCE_NAME_LEN];
 	uint64		before;
 	SourceEntry *entry;
 	SourceInfo *fetched = palloc(sizeof(SourceInfo));

@@ -55,10 +55,9 @@ static List *current = NIL;		/* the entries of the last complete read */
 static List *previous = NIL;	/* those of the read before, during a refresh */
 
 /* The current entries by source name (rebuilt at each read), and the previous ones during a read. */
-#define SOURCE_NAME_LEN	64
 typedef struct ByName
 {
-	char		source[SOURCE_NAME_LEN];
+	char		source[WI_SOURCE_NAME_LEN];
 	WiSourceTls *conf;
 } ByName;
 static MemoryContext by_name_cxt = NULL;
@@ -227,7 +226,7 @@ lookup(HTAB *table, const char *source)
 {
 	ByName	   *entry;
 
-	if (table == NULL || strlen(source) >= SOURCE_NAME_LEN)
+	if (table == NULL || strlen(source) >= WI_SOURCE_NAME_LEN)
 		return NULL;
 	entry = hash_search(table, source, HASH_FIND, NULL);
 	return entry ? entry->conf : NULL;
@@ -260,12 +259,12 @@ wi_source_tls_refresh(const char *source, TimestampTz seen_at, const char *ca, c
 	{
 		HASHCTL		ctl;
 
-		ctl.keysize = SOURCE_NAME_LEN;
+		ctl.keysize = WI_SOURCE_NAME_LEN;
 		ctl.entrysize = sizeof(ByName);
 		ctl.hcxt = by_name_cxt;
 		by_name = hash_create("webhook_ingest source TLS", 64, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 	}
-	if (strlen(source) < SOURCE_NAME_LEN)
+	if (strlen(source) < WI_SOURCE_NAME_LEN)
 	{
 		entry = hash_search(by_name, source, HASH_ENTER, &found);
 		entry->conf = conf;

@@ -16,6 +16,7 @@
 #include "executor/spi.h"
 
 #include "webhook_ingest.h"
+#include "spi_plans.h"
 
 SPIPlanPtr
 wi_prepare_once(SPIPlanPtr *plan, const char *sql, int nargs, Oid *argtypes, bool replan)

@@ -46,8 +46,8 @@
 #include "compat.h"
 #include "settings.h"
 #include "shmem.h"
+#include "stats.h"
 
-#define STAT_NAME_LEN		64	/* source names are at most 63 bytes */
 #define COUNT_MINUTES		60
 #define HIST_MINUTES		15
 #define HIST_BUCKETS		128
@@ -74,7 +74,7 @@ typedef struct MinuteHistogram
 
 typedef struct SourceStats
 {
-	char		name[STAT_NAME_LEN];	/* "": free */
+	char		name[WI_SOURCE_NAME_LEN];	/* "": free */
 	int64		last_minute;
 	MinuteCounts counts[COUNT_MINUTES];
 	MinuteHistogram hist[HIST_MINUTES];
@@ -84,7 +84,7 @@ typedef struct Failure
 {
 	TimestampTz at;				/* 0: unused */
 	int64		job_id;
-	char		source[STAT_NAME_LEN];
+	char		source[WI_SOURCE_NAME_LEN];
 	char		external_id[128];
 	int			attempt;
 	int			http_status;	/* 0: none */
@@ -263,7 +263,7 @@ source_slot(StatsRegion *r, const char *source, int64 minute)
 	{
 		SourceStats *s = &sources[i];
 
-		if (s->name[0] != '\0' && strncmp(s->name, source, STAT_NAME_LEN - 1) == 0)
+		if (s->name[0] != '\0' && strncmp(s->name, source, WI_SOURCE_NAME_LEN - 1) == 0)
 			return s;
 		if (free_slot == NULL && (s->name[0] == '\0' || s->last_minute <= minute - COUNT_MINUTES))
 			free_slot = s;
@@ -276,7 +276,7 @@ source_slot(StatsRegion *r, const char *source, int64 minute)
 		source = OTHER_SOURCES;
 	}
 	memset(free_slot, 0, sizeof(SourceStats));
-	clip_copy(free_slot->name, source, STAT_NAME_LEN);
+	clip_copy(free_slot->name, source, WI_SOURCE_NAME_LEN);
 	return free_slot;
 }
 
@@ -477,7 +477,7 @@ webhook_ingest_latency(PG_FUNCTION_ARGS)
 	{
 		StatsRegion *r;
 		SourceStats *s;
-		char		name[STAT_NAME_LEN] = "";
+		char		name[WI_SOURCE_NAME_LEN] = "";
 		uint64		total = 0;
 		Datum		values[8];
 		bool		nulls[8] = {0};

@@ -17,7 +17,9 @@
 #include "utils/builtins.h"
 
 #include "webhook_ingest.h"
+#include "url.h"
 #include "url_template.h"
+#include "validate.h"
 
 PG_FUNCTION_INFO_V1(webhook_ingest_url_for);
 

@@ -38,6 +38,8 @@
 #include "webhook_ingest.h"
 #include "compat.h"
 #include "shmem.h"
+#include "utility.h"
+#include "wait_event.h"
 
 /* Longest wait for a worker to stop before the command goes on anyway. */
 #define WI_STOP_WAIT_MS		10000

@@ -21,10 +21,10 @@
 #include "utils/syscache.h"
 
 #include "webhook_ingest.h"
+#include "validate.h"
 
 PG_FUNCTION_INFO_V1(webhook_ingest_check_source);
 
-#define WI_MAX_SOURCE_NAME		63
 #define WI_MAX_TIMEOUT_MS		3600000
 #define WI_MAX_ATTEMPTS			1000
 #define WI_PLACEHOLDER			"{external_id}"

@@ -43,6 +43,9 @@
 
 #include "webhook_ingest.h"
 #include "access.h"
+#include "shmem.h"
+#include "validate.h"
+#include "wait_event.h"
 
 PG_FUNCTION_INFO_V1(webhook_ingest_wait_for_job);
 PG_FUNCTION_INFO_V1(webhook_ingest_wait_replayed);

@@ -9,7 +9,7 @@
  *		names live in shared memory: each is registered on first use in a
  *		process (not in _PG_init, which runs before shared memory exists) and
  *		its id kept for the process's life.  Below 17, wi_wait_event() is
- *		PG_WAIT_EXTENSION (webhook_ingest.h): wait event Extension.
+ *		PG_WAIT_EXTENSION (wait_event.h): wait event Extension.
  *
  * IDENTIFICATION
  *		src/wait_event.c
@@ -18,6 +18,7 @@
 
 #include "webhook_ingest.h"
 #include "compat.h"
+#include "wait_event.h"
 
 #if WI_HAVE_NAMED_WAIT_EVENTS
 

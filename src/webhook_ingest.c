@@ -12,17 +12,27 @@
 
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "utils/guc.h"
 
 #include "webhook_ingest.h"
+#include "egress.h"
+#include "launcher.h"
+#include "log_redact.h"
+#include "net_guard.h"
+#include "packed_jobs_planner.h"
 #include "settings.h"
+#include "shmem.h"
+#include "stats.h"
+#include "utility.h"
 
 PG_MODULE_MAGIC;
 
 void		_PG_init(void);
 
 /*
- * Refuses to load outside shared_preload_libraries, then: the settings,
- * shared memory, the hooks, the launcher.
+ * Refuses to load outside shared_preload_libraries, then: the settings (the
+ * plain ones, settings.c, then those whose module checks them), shared
+ * memory, the hooks, the launcher.
  */
 void
 _PG_init(void)
@@ -34,6 +44,10 @@ _PG_init(void)
 				 errhint("Add webhook_ingest to shared_preload_libraries in postgresql.conf and restart the server.")));
 
 	wi_settings_define();
+	wi_net_guard_define_gucs();
+	wi_egress_define_gucs();
+	wi_stats_define_gucs();
+	MarkGUCPrefixReserved("webhook_ingest");
 
 	wi_shmem_init();
 	wi_log_redact_install();

@@ -42,6 +42,8 @@
 #include "settings.h"
 #include "shmem.h"
 #include "sigterm.h"
+#include "wait_event.h"
+#include "worker.h"
 #include "worker_loop.h"
 
 PGDLLEXPORT void webhook_ingest_worker_main(Datum arg);

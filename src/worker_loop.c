@@ -39,9 +39,13 @@
 #include "crash_guard.h"
 #include "http.h"
 #include "job_store.h"
+#include "reconcile_claim.h"
 #include "scheduler.h"
 #include "settings.h"
+#include "validate.h"
 #include "verdict.h"
+#include "wait_event.h"
+#include "worker.h"
 #include "worker_loop.h"
 
 /* Pages of events one purge_events() call looks at. */

@@ -15,6 +15,7 @@
 #include "utils/timestamp.h"
 
 #include "webhook_ingest.h"
+#include "shmem.h"
 
 typedef struct WorkerLoop
 {
@@ -41,7 +42,5 @@ typedef struct WorkerLoop
 extern void wi_loop_init(WorkerLoop *loop, int fd_cap);
 extern void wi_loop_pass(WorkerLoop *loop);
 extern void wi_loop_recover(WorkerLoop *loop);
-/* worker.c */
-extern void wi_worker_wait_writable(int in_flight, int applying, const WiCounters *counters);
 
 #endif							/* WI_WORKER_LOOP_H */

@@ -26,6 +26,7 @@
 
 #include "webhook_ingest.h"
 #include "settings.h"
+#include "spi_plans.h"
 #include "worker_tx.h"
 
 #define WI_LOCK_LOG_EVERY_S	10
