@@ -11,7 +11,7 @@
 #                     (default 600); not part of make test
 #   make deb          (as root on Debian 12) the Debian package,
 #                     build/deb/postgresql-15-webhook-ingest_$(EXTVERSION)_*.deb
-#   make check-majors (as root on Debian 12) compile every src/*.c with -Werror
+#   make check-majors (as root on Debian 12) compile every src/ .c file with -Werror
 #                     against the headers of 15, 17 and 18 (test/majors/check);
 #                     not part of make test
 #   make test-majors  (as root on Debian 12) run the suites against 17
@@ -24,12 +24,16 @@
 EXTENSION = webhook_ingest
 # The one version source: webhook_ingest.control (generated from
 # webhook_ingest.control.in), the library (-DEXTVERSION: WI_VERSION in
-# src/webhook_ingest.h) and META.json, debian/changelog and CHANGELOG.md
+# src/base/webhook_ingest.h) and META.json, debian/changelog and CHANGELOG.md
 # (checked: make version-check, TAP 009).  The newest install script must be
 # this version's (sql/webhook_ingest--$(EXTVERSION).sql).
 EXTVERSION = 0.10.0
 MODULE_big = webhook_ingest
-OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
+# src/ in wings (doc/design.md, "Source layout"): base below intake, net,
+# worker, history and reconcile; webhook_ingest.c (_PG_init) above them.
+WINGS = base intake net worker history reconcile
+SRC_DIRS = src $(addprefix src/,$(WINGS))
+OBJS = $(patsubst %.c,%.o,$(sort $(wildcard $(addsuffix /*.c,$(SRC_DIRS)))))
 # The install and update scripts.  CREATE EXTENSION runs the fresh-install
 # script of a version, which is generated from the landed chain up to it
 # (sql/fresh_install.awk), so each statement exists once: one for the
@@ -60,11 +64,11 @@ PG_CONFIG ?= pg_config
 
 CURL_CONFIG ?= curl-config
 SHLIB_LINK += $(shell $(CURL_CONFIG) --libs 2>/dev/null || echo -lcurl)
-# OpenSSL's HMAC, base64 and CRYPTO_memcmp for src/signature.c, PEM parsing for src/tls_check.c.
+# OpenSSL's HMAC, base64 and CRYPTO_memcmp for src/intake/signature.c, PEM parsing for src/net/tls_check.c.
 SHLIB_LINK += -lcrypto
-# OpenSSL's SSL_CTX_set1_cert_store for src/http.c (a source's CAs parsed once).
+# OpenSSL's SSL_CTX_set1_cert_store for src/net/http.c (a source's CAs parsed once).
 SHLIB_LINK += -lssl
-PG_CPPFLAGS += -Isrc $(shell $(CURL_CONFIG) --cflags 2>/dev/null)
+PG_CPPFLAGS += $(addprefix -I,$(SRC_DIRS)) $(shell $(CURL_CONFIG) --cflags 2>/dev/null)
 PG_CPPFLAGS += -DEXTVERSION=\"$(EXTVERSION)\"
 PG_CFLAGS += -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers -Wno-sign-compare
 
@@ -109,7 +113,7 @@ sql/webhook_ingest--0.10.0.sql: $(CHAIN_0.10.0) sql/fresh_install.awk
 
 # Every object depends on every header (PGXS tracks no header dependencies),
 # and on the Makefile, which holds EXTVERSION.
-$(OBJS): $(wildcard src/*.h) Makefile
+$(OBJS): $(wildcard $(addsuffix /*.h,$(SRC_DIRS))) Makefile
 
 # PGXS's all and install take $(EXTENSION).control; it is made here.
 $(EXTENSION).control: $(EXTENSION).control.in Makefile
@@ -135,12 +139,13 @@ version-check:
 	@grep -q '"version": "$(ROUTER_VERSION)"' META.json || { echo "META.json: $(ROUTER_EXTENSION) is not $(ROUTER_VERSION)"; exit 1; }
 	@echo "version-check: $(EXTVERSION) everywhere ($(ROUTER_EXTENSION) $(ROUTER_VERSION))"
 
-# Every source file's header names it and ends with IDENTIFICATION src/<file>.
+# Every source file's header names it (line 2) and ends with IDENTIFICATION
+# src/<wing>/<file>.
 header-check:
-	@bad=0; for f in src/*.c src/*.h; do \
-		n=$${f#src/}; \
+	@bad=0; for f in $(addsuffix /*.c,$(SRC_DIRS)) $(addsuffix /*.h,$(SRC_DIRS)); do \
+		[ -e $$f ] || continue; n=$${f##*/}; \
 		sed -n 2p $$f | grep -qxF " * $$n" || { echo "$$f: line 2 is not ' * $$n'"; bad=1; }; \
-		sed -n '1,/^ \*\//p' $$f | grep -qx " \*		src/$$n" || { echo "$$f: no IDENTIFICATION src/$$n in its header"; bad=1; }; \
+		sed -n '1,/^ \*\//p' $$f | grep -qx " \*		$$f" || { echo "$$f: no IDENTIFICATION $$f in its header"; bad=1; }; \
 	done; [ $$bad -eq 0 ] && echo "header-check: every src/ file has its header ... ok"
 
 # One suite at a time, so test/run can count and report each.
@@ -148,27 +153,27 @@ header-check:
 # Pure functions on their own (test/unit), built against the server's headers; and every
 # relative link and anchor of the documentation (test/links/check).
 unit-suite: header-check
-	$(CC) $(CFLAGS) $(CPPFLAGS) -o test/unit/redirect_test test/unit/redirect_test.c src/redirect.c \
+	$(CC) $(CFLAGS) $(CPPFLAGS) -o test/unit/redirect_test test/unit/redirect_test.c src/net/redirect.c \
 		$(SHLIB_LINK) -L$(pkglibdir) -lpgcommon -lpgport
 	test/unit/redirect_test
-	$(CC) $(CFLAGS) -DWI_FRONTEND -Isrc -o test/unit/signature_test test/unit/signature_test.c src/signature.c -lcrypto
+	$(CC) $(CFLAGS) -DWI_FRONTEND -Isrc/intake -o test/unit/signature_test test/unit/signature_test.c src/intake/signature.c -lcrypto
 	test/unit/signature_test
-	$(CC) $(CFLAGS) -DFRONTEND $(CPPFLAGS) -o test/unit/throttle_test test/unit/throttle_test.c src/retry_after.c \
+	$(CC) $(CFLAGS) -DFRONTEND $(CPPFLAGS) -o test/unit/throttle_test test/unit/throttle_test.c src/net/retry_after.c \
 		-L$(pkglibdir) -lpgcommon -lpgport -lcurl
 	test/unit/throttle_test
 	python3 test/links/check --self-test
 	python3 test/links/check
-	$(CC) $(CFLAGS) -Isrc -o test/unit/siphash_test test/unit/siphash_test.c src/siphash.c
+	$(CC) $(CFLAGS) -Isrc/base -o test/unit/siphash_test test/unit/siphash_test.c src/base/siphash.c
 	test/unit/siphash_test
 # The fuzz targets (test/fuzz) run once on each committed seed and crash
 # input, built with gcc's ASan and UBSan instead of libFuzzer: their
 # invariants hold there.  make fuzz is the real fuzzing.
-FUZZ_REPLAY = $(CC) -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -Isrc test/fuzz/replay.c
+FUZZ_REPLAY = $(CC) -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=all $(addprefix -I,$(SRC_DIRS)) test/fuzz/replay.c
 FUZZ_REPLAY_PG = -DFRONTEND $(CPPFLAGS) -L$(pkglibdir) -lpgcommon -lpgport -lcurl
 fuzz-replay-suite:
-	$(FUZZ_REPLAY) -o test/fuzz/signature_replay test/fuzz/signature_fuzz.c src/signature.c -lcrypto
-	$(FUZZ_REPLAY) -o test/fuzz/url_template_replay test/fuzz/url_template_fuzz.c src/url_template.c $(FUZZ_REPLAY_PG)
-	$(FUZZ_REPLAY) -o test/fuzz/retry_after_replay test/fuzz/retry_after_fuzz.c src/retry_after.c $(FUZZ_REPLAY_PG)
+	$(FUZZ_REPLAY) -o test/fuzz/signature_replay test/fuzz/signature_fuzz.c src/intake/signature.c -lcrypto
+	$(FUZZ_REPLAY) -o test/fuzz/url_template_replay test/fuzz/url_template_fuzz.c src/net/url_template.c $(FUZZ_REPLAY_PG)
+	$(FUZZ_REPLAY) -o test/fuzz/retry_after_replay test/fuzz/retry_after_fuzz.c src/net/retry_after.c $(FUZZ_REPLAY_PG)
 	for t in signature url_template retry_after; do \
 		test/fuzz/$${t}_replay $$t test/fuzz/corpus/$$t/* $$(ls -d test/fuzz/crashes/$$t/* 2>/dev/null) || exit 1; \
 	done
@@ -209,7 +214,7 @@ deb:
 deb-test:
 	bash test/deb/run
 
-# Every src/*.c compiled against each major's headers (test/majors/check).
+# Every src/ .c file compiled against each major's headers (test/majors/check).
 check-majors:
 	bash test/majors/check
 # The suites against 17 and 18, the other supported majors Debian carries (test/majors/run).

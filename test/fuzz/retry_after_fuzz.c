@@ -1,6 +1,6 @@
 /*
  * test/fuzz/retry_after_fuzz.c
- *		libFuzzer target for src/retry_after.c, the Retry-After parser.  The
+ *		libFuzzer target for src/net/retry_after.c, the Retry-After parser.  The
  *		input up to its first NUL is the header value; its first bytes also
  *		pick a date and a delay for the round-trip checks.  Invariants:
  *		- the result is -1 (ignored) or within [0, WI_MAX_RETRY_AFTER_S];

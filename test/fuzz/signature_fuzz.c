@@ -1,6 +1,6 @@
 /*
  * test/fuzz/signature_fuzz.c
- *		libFuzzer target for src/signature.c: the five schemes' header
+ *		libFuzzer target for src/intake/signature.c: the five schemes' header
  *		parsers, the timestamp window and the MAC comparison.  The input is
  *		laid out like a request, so seeds are readable:
  *

@@ -1,6 +1,6 @@
 /*
  * test/fuzz/url_template_fuzz.c
- *		libFuzzer target for src/url_template.c, the {external_id} expansion.
+ *		libFuzzer target for src/net/url_template.c, the {external_id} expansion.
  *		The input is "TEMPLATE\0ID" (ID may hold NULs), or, without a NUL,
  *		an ID alone under a fixed template.  Checks invariants, not only the
  *		absence of crashes:
@@ -119,7 +119,7 @@ check_with_curl(const char *out, const char *seg, int seglen)
 	char	   *query = NULL;
 
 	require(u != NULL);
-	/* As src/http.c sends it: CURLOPT_PATH_AS_IS (libcurl 8 drops "%2E" segments otherwise). */
+	/* As src/net/http.c sends it: CURLOPT_PATH_AS_IS (libcurl 8 drops "%2E" segments otherwise). */
 	require(curl_url_set(u, CURLUPART_URL, out, CURLU_PATH_AS_IS) == CURLUE_OK);
 	require(curl_url_get(u, CURLUPART_PATH, &path, 0) == CURLUE_OK);
 	require(curl_url_get(u, CURLUPART_QUERY, &query, 0) == CURLUE_OK);

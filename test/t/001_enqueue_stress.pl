@@ -46,7 +46,7 @@ INSERT INTO stress_log SELECT 'ev-' || :ev, outcome
 INSERT INTO stress_log SELECT NULL, outcome FROM webhook_ingest.enqueue('stress', 'obj-' || :obj);
 },
 		# the worker's claim, and its finish: back to pending if a webhook came
-		# meanwhile, else out of the queue into job_history (src/complete.c)
+		# meanwhile, else out of the queue into job_history (src/worker/complete.c)
 		'003_worker@2' => q{
 WITH due AS (
 	SELECT id FROM webhook_ingest.queue

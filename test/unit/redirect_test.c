@@ -1,6 +1,6 @@
 /*
  * test/unit/redirect_test.c
- *		Unit tests of src/redirect.c, the redirect decisions, on strings only
+ *		Unit tests of src/net/redirect.c, the redirect decisions, on strings only
  *		(no traffic): above all https -> http, which the worker suite cannot
  *		show end to end because test/upstream.py serves no TLS that libcurl
  *		would trust.  Prints one "test NAME ... ok|FAILED" line per case, as

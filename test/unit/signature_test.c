@@ -1,6 +1,6 @@
 /*
  * test/unit/signature_test.c
- *		Unit tests of src/signature.c outside the server (built with
+ *		Unit tests of src/intake/signature.c outside the server (built with
  *		-DWI_FRONTEND and -lcrypto only, as a fuzz target would be): the
  *		status of each check, which SQL's boolean cannot show, several
  *		secrets (rotation), header values that are not NUL-terminated,

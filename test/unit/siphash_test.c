@@ -1,6 +1,6 @@
 /*
  * test/unit/siphash_test.c
- *		Unit tests of src/siphash.c: the test vectors of the SipHash paper
+ *		Unit tests of src/base/siphash.c: the test vectors of the SipHash paper
  *		(key 00..0f, messages 00.., 00 01.., of every length 0 to 63: the
  *		reference implementation's vectors.h, for the lengths checked here),
  *		and that another key gives another code.  Prints one

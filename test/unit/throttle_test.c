@@ -1,6 +1,6 @@
 /*
  * test/unit/throttle_test.c
- *		Unit tests of wi_throttle_seconds (src/retry_after.c) outside the
+ *		Unit tests of wi_throttle_seconds (src/net/retry_after.c) outside the
  *		server: which responses throttle a whole source, for how long, and
  *		what is named as the cause; what does not throttle.  Prints one
  *		"test NAME ... ok|FAILED" line per case for test/run to count; exits
