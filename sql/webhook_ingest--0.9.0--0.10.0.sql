@@ -1789,8 +1789,8 @@ $fn$;
  * bits (from how many jobs their partition is expected to hold: what the
  * one before it held, or what it holds so far), the checks, last_finished
  * and the jobs' errors.  Then rows packed before 0.10.0 are
- * keyed (a batch a round), and the BRIN indexes of the ledger and
- * job_history kept up (_summarize_ledger, _summarize_history, below).
+ * keyed (a batch a round), and the BRIN indexes of job_history kept up
+ * (_summarize_history, below).
  */
 CREATE OR REPLACE FUNCTION webhook_ingest._pack_history(settled_before timestamptz, budget interval DEFAULT '40 ms',
     OUT packed bigint, OUT behind boolean)
@@ -1878,9 +1878,8 @@ BEGIN
         behind := true;
     END IF;
     BEGIN
-        -- (briefly: a vacuum of the ledger holds the lock it needs, and a wait of a second would cancel it)
+        -- (briefly: a vacuum of job_history holds the lock it needs, and a wait of a second would cancel it)
         PERFORM set_config('lock_timeout', '50ms', true);
-        PERFORM webhook_ingest._summarize_ledger();
         PERFORM webhook_ingest._summarize_history();
         PERFORM set_config('lock_timeout', saved_lock_timeout, true);
     EXCEPTION WHEN lock_not_available THEN
@@ -1948,61 +1947,17 @@ REVOKE ALL ON FUNCTION webhook_ingest._key_packed_rows(integer) FROM PUBLIC;
  * (a duplicate): enqueue writes job_id with the event id (src/enqueue.c)
  * and counts duplicates on its row.  NULL for event ids accepted before
  * 0.10.0 (and those an INSERT into the events view or import_events
- * adds).  history() finds a job's event ids through the BRIN index on
- * received: the ledger is filled in arrival order (and refilled so as
- * purge_events frees its oldest pages), so a page range holds the ids of a
- * short time.
+ * adds).  history() finds a job's event ids through a btree index on
+ * job_id (about 25 bytes an event id: a BRIN index on received was read
+ * whole for each job, 4 ms a job at 10 M ids), partial: the ids 0.9.0's
+ * ledger moves over name no job.
  */
 ALTER TABLE webhook_ingest.event_ledger ADD COLUMN job_id bigint, ADD COLUMN duplicates integer;
 COMMENT ON COLUMN webhook_ingest.event_ledger.job_id IS
     'the job the webhook went to (NULL: accepted before 0.10.0, or not through enqueue/receive)';
 COMMENT ON COLUMN webhook_ingest.event_ledger.duplicates IS
     'how many more times the event id came and was refused as a duplicate, up to 1000 (NULL: none)';
-CREATE INDEX event_ledger_received ON webhook_ingest.event_ledger USING brin (received)
-    WITH (pages_per_range = 4, autosummarize = on);
-
-/*
- * The BRIN index's upkeep, in the storage round (_pack_history calls it).
- * purge_events deletes the expired ids page by page and new ones fill the
- * freed space, but a range's summary only ever widens: once the walk has
- * passed, a range would span a week.  So the summaries of the ranges the
- * walk has passed since the last call are dropped (up to max_pages pages),
- * then every range without one is summarized again (and the newest pages
- * for the first time): a range holds ids of a few seconds, and a lookup
- * reads the pages of a job's time.  Returns the ranges dropped.
- */
-ALTER TABLE webhook_ingest.purge_position ADD COLUMN summaries_from bigint NOT NULL DEFAULT 0;
-COMMENT ON COLUMN webhook_ingest.purge_position.summaries_from IS
-    'the first page of event_ledger whose BRIN summary has not been redone since purge_events walked it';
-CREATE FUNCTION webhook_ingest._summarize_ledger(max_pages integer DEFAULT 4000)
-RETURNS integer
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $fn$
-DECLARE
-    per_range constant integer := 4;        -- event_ledger_received's pages_per_range
-    from_page bigint;
-    to_page bigint;
-    pages bigint := pg_catalog.pg_relation_size('webhook_ingest.event_ledger')
-                    / pg_catalog.current_setting('block_size')::bigint;
-    dropped integer := 0;
-BEGIN
-    SELECT p.summaries_from, p.next_page INTO from_page, to_page FROM webhook_ingest.purge_position p FOR UPDATE;
-    IF to_page < from_page THEN
-        to_page := pages;       -- the walk went round: to the end first
-    END IF;
-    to_page := least(to_page, from_page + max_pages);
-    FOR r IN (from_page / per_range) .. (to_page - 1) / per_range LOOP
-        EXIT WHEN r * per_range >= to_page;
-        PERFORM pg_catalog.brin_desummarize_range('webhook_ingest.event_ledger_received', r * per_range);
-        dropped := dropped + 1;
-    END LOOP;
-    UPDATE webhook_ingest.purge_position SET summaries_from = CASE WHEN to_page >= pages THEN 0 ELSE to_page END;
-    PERFORM pg_catalog.brin_summarize_new_values('webhook_ingest.event_ledger_received');
-    RETURN dropped;
-END
-$fn$;
-REVOKE ALL ON FUNCTION webhook_ingest._summarize_ledger(integer) FROM PUBLIC;
+CREATE INDEX event_ledger_job ON webhook_ingest.event_ledger (job_id) WHERE job_id IS NOT NULL;
 
 /*
  * The newest pages of the partitions of job_history that take rows now (or
@@ -2053,13 +2008,10 @@ SELECT j.id, j.state, j.events, e.event_ids, coalesce(e.duplicates, 0), j.attemp
        j.created_at, j.started_at, j.finished_at, j.done_lsn
   FROM webhook_ingest._jobs_all j
   LEFT JOIN LATERAL (
-       -- (received is the enqueue's second, rounded: a margin of two)
        SELECT array_agg(l.event_id ORDER BY l.received, l.event_id) AS event_ids, sum(l.duplicates) AS duplicates
          FROM webhook_ingest.event_ledger l
         WHERE l.job_id = j.id
-          AND l.source_id = (SELECT s.id FROM webhook_ingest.sources s WHERE s.name = j.source)
-          AND l.received >= webhook_ingest._seconds(j.created_at) - 2
-          AND l.received <= webhook_ingest._seconds(coalesce(j.finished_at, now())) + 2) e ON true
+          AND l.source_id = (SELECT s.id FROM webhook_ingest.sources s WHERE s.name = j.source)) e ON true
  WHERE j.source = history.source AND j.external_id = history.external_id
  ORDER BY j.id
 $fn$;

@@ -37,7 +37,6 @@ $node->safe_psql('postgres', q{
 	INSERT INTO webhook_ingest.queue (id, source, external_id, state)
 	SELECT 40000 + o, 's' || (1 + o % 2), 'obj-' || o, 'pending' FROM generate_series(1, 50) o;
 	SELECT setval('webhook_ingest.jobs_id_seq', 50000);
-	SELECT webhook_ingest._summarize_ledger();     -- (the storage round's, with the worker off)
 	ANALYZE;
 	CREATE TABLE truth AS SELECT * FROM webhook_ingest.jobs;
 	CREATE TABLE truth_history AS
