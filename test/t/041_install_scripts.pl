@@ -1,8 +1,9 @@
 # CREATE EXTENSION in any database (the fresh install script
-# webhook_ingest--0.10.0.sql), and a fresh 0.10.0 install the same, catalog for
-# catalog, as 0.1.0 updated step by step to 0.10.0, and as the landed 0.3.0,
-# 0.4.0, 0.5.0, 0.6.0, 0.7.0, 0.8.0 and 0.9.0 installs (webhook_ingest--0.3.0.sql ...
-# --0.9.0.sql, still built) updated to 0.10.0.
+# webhook_ingest--0.10.0.sql, a copy of the hand-kept sql/webhook_ingest.sql),
+# and a fresh 0.10.0 install the same, catalog for catalog, as 0.1.0 updated
+# step by step to 0.10.0, and as the landed 0.3.0, 0.4.0, 0.5.0, 0.6.0, 0.7.0,
+# 0.8.0 and 0.9.0 installs (webhook_ingest--0.3.0.sql ... --0.9.0.sql, still
+# generated from their chains) updated to 0.10.0.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
