@@ -178,13 +178,11 @@ CREATE TABLE webhook_ingest.sources (
     proxy text,
     CONSTRAINT sources_keep_payloads_check CHECK (((keep_payloads > '00:00:00'::interval) AND (keep_payloads <= '1000 days'::interval))),
     CONSTRAINT sources_max_attempts_check CHECK (((max_attempts >= 1) AND (max_attempts <= 1000))),
-    CONSTRAINT sources_timeout_ms_check CHECK (((timeout_ms >= 1) AND (timeout_ms <= 3600000)))
+    CONSTRAINT sources_timeout_ms_check CHECK (((timeout_ms >= 1) AND (timeout_ms <= 3600000))),
+    CONSTRAINT sources_id_key UNIQUE (id),
+    CONSTRAINT sources_pkey PRIMARY KEY (name)
 )
 WITH (autovacuum_analyze_threshold='1', autovacuum_analyze_scale_factor='0');
-ALTER TABLE ONLY webhook_ingest.sources
-    ADD CONSTRAINT sources_id_key UNIQUE (id);
-ALTER TABLE ONLY webhook_ingest.sources
-    ADD CONSTRAINT sources_pkey PRIMARY KEY (name);
 COMMENT ON TABLE webhook_ingest.sources IS 'upstream APIs that webhooks refer to (admins only)';
 COMMENT ON COLUMN webhook_ingest.sources.enqueue_roles IS 'roles whose members may enqueue into this source and see its jobs; NULL: every member of webhook_ingest_enqueue';
 COMMENT ON COLUMN webhook_ingest.sources.signature_scheme IS 'how the sender signs its webhooks: standard-webhooks, stripe, github, shopify or slack; NULL: receive() refuses';
@@ -225,10 +223,9 @@ GRANT INSERT(proxy),UPDATE(proxy) ON TABLE webhook_ingest.sources TO webhook_ing
 
 CREATE TABLE webhook_ingest.source_tls_keys (
     source text NOT NULL COLLATE pg_catalog."C",
-    tls_client_key text NOT NULL
+    tls_client_key text NOT NULL,
+    CONSTRAINT source_tls_keys_pkey PRIMARY KEY (source)
 );
-ALTER TABLE ONLY webhook_ingest.source_tls_keys
-    ADD CONSTRAINT source_tls_keys_pkey PRIMARY KEY (source);
 COMMENT ON TABLE webhook_ingest.source_tls_keys IS 'the private key of each source''s tls_client_cert; readable by superusers only';
 REVOKE ALL ON webhook_ingest.source_tls_keys FROM PUBLIC;
 
@@ -796,10 +793,9 @@ CREATE TABLE webhook_ingest.documents (
     source text NOT NULL COLLATE pg_catalog."C",
     external_id text NOT NULL COLLATE pg_catalog."C",
     details jsonb,
-    fetched_at timestamp with time zone NOT NULL
+    fetched_at timestamp with time zone NOT NULL,
+    CONSTRAINT documents_pkey PRIMARY KEY (source, external_id)
 );
-ALTER TABLE ONLY webhook_ingest.documents
-    ADD CONSTRAINT documents_pkey PRIMARY KEY (source, external_id);
 COMMENT ON TABLE webhook_ingest.documents IS 'the latest fetched document per object, for sources without a handler (details NULL: gone)';
 GRANT SELECT ON TABLE webhook_ingest.documents TO webhook_ingest_admin;
 
@@ -821,11 +817,10 @@ CREATE TABLE webhook_ingest.queue (
     worker_pid integer,
     finished_at timestamp with time zone,
     started_at timestamp with time zone,
-    CONSTRAINT queue_not_done CHECK ((state <> 'done'::webhook_ingest.job_state))
+    CONSTRAINT queue_not_done CHECK ((state <> 'done'::webhook_ingest.job_state)),
+    CONSTRAINT queue_pkey PRIMARY KEY (id)
 )
 WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0.02', autovacuum_vacuum_insert_scale_factor='0.02', autovacuum_analyze_scale_factor='0.05', autovacuum_vacuum_cost_delay='0');
-ALTER TABLE ONLY webhook_ingest.queue
-    ADD CONSTRAINT queue_pkey PRIMARY KEY (id);
 ALTER TABLE webhook_ingest.queue ENABLE ROW LEVEL SECURITY;
 CREATE POLICY queue_admin ON webhook_ingest.queue TO webhook_ingest_admin USING (true) WITH CHECK (true);
 COMMENT ON TABLE webhook_ingest.queue IS 'jobs that may still need their payload: pending, running, dead and cancelled (done ones are in job_history)';
@@ -835,10 +830,9 @@ CREATE TABLE webhook_ingest.dead_payloads (
     source text NOT NULL COLLATE pg_catalog."C",
     bytes bigint DEFAULT 0 NOT NULL,
     dropped bigint DEFAULT 0 NOT NULL,
-    counted_at timestamp with time zone DEFAULT now() NOT NULL
+    counted_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT dead_payloads_pkey PRIMARY KEY (source)
 );
-ALTER TABLE ONLY webhook_ingest.dead_payloads
-    ADD CONSTRAINT dead_payloads_pkey PRIMARY KEY (source);
 COMMENT ON TABLE webhook_ingest.dead_payloads IS 'per source: the payload bytes (uncompressed, as max_payload_size counts them) its dead jobs keep (recounted at counted_at), and how many payloads webhook_ingest.dead_payload_limit dropped';
 GRANT SELECT ON TABLE webhook_ingest.dead_payloads TO webhook_ingest_admin;
 
@@ -1141,11 +1135,10 @@ CREATE TABLE webhook_ingest.event_ledger (
     received integer DEFAULT webhook_ingest._seconds(now()) NOT NULL,
     event_id text NOT NULL COLLATE pg_catalog."C",
     job_id bigint,
-    duplicates integer
+    duplicates integer,
+    CONSTRAINT event_ledger_once EXCLUDE USING hash (((((source_id)::text || ':'::text) || event_id)) webhook_ingest.ledger_ops WITH =) WITH (fillfactor='100')
 )
 WITH (autovacuum_vacuum_scale_factor='0.05', autovacuum_vacuum_cost_delay='0');
-ALTER TABLE ONLY webhook_ingest.event_ledger
-    ADD CONSTRAINT event_ledger_once EXCLUDE USING hash (((((source_id)::text || ':'::text) || event_id)) webhook_ingest.ledger_ops WITH =) WITH (fillfactor='100');
 COMMENT ON TABLE webhook_ingest.event_ledger IS 'event ids accepted per source (sources.id), remembered for webhook_ingest.dedup_window; received: seconds since 2000-01-01 UTC';
 COMMENT ON COLUMN webhook_ingest.event_ledger.job_id IS 'the job the webhook went to (NULL: accepted before 0.10.0, or not through enqueue/receive)';
 COMMENT ON COLUMN webhook_ingest.event_ledger.duplicates IS 'how many more times the event id came and was refused as a duplicate, up to 1000 (NULL: none)';
@@ -1155,10 +1148,9 @@ CREATE TABLE webhook_ingest.ledger_key (
     only_row boolean DEFAULT true NOT NULL,
     key bytea NOT NULL,
     CONSTRAINT ledger_key_key_check CHECK ((octet_length(key) = 16)),
-    CONSTRAINT ledger_key_only_row_check CHECK (only_row)
+    CONSTRAINT ledger_key_only_row_check CHECK (only_row),
+    CONSTRAINT ledger_key_pkey PRIMARY KEY (only_row)
 );
-ALTER TABLE ONLY webhook_ingest.ledger_key
-    ADD CONSTRAINT ledger_key_pkey PRIMARY KEY (only_row);
 COMMENT ON TABLE webhook_ingest.ledger_key IS 'the key of the dedup ledger''s hash (webhook_ingest.ledger_ops): random, made at CREATE EXTENSION, never changed';
 REVOKE ALL ON webhook_ingest.ledger_key FROM PUBLIC;
 
@@ -1167,21 +1159,19 @@ CREATE TABLE webhook_ingest.purge_position (
     next_page bigint DEFAULT 0 NOT NULL,
     ledger_090_page bigint DEFAULT 0 NOT NULL,
     summaries_from bigint DEFAULT 0 NOT NULL,
-    CONSTRAINT purge_position_only_row_check CHECK (only_row)
+    CONSTRAINT purge_position_only_row_check CHECK (only_row),
+    CONSTRAINT purge_position_pkey PRIMARY KEY (only_row)
 );
-ALTER TABLE ONLY webhook_ingest.purge_position
-    ADD CONSTRAINT purge_position_pkey PRIMARY KEY (only_row);
 COMMENT ON COLUMN webhook_ingest.purge_position.summaries_from IS 'the first page of event_ledger whose BRIN summary has not been redone since purge_events walked it';
 GRANT SELECT ON TABLE webhook_ingest.purge_position TO webhook_ingest_admin;
 
 CREATE TABLE webhook_ingest.event_ledger_090 (
     source_id integer NOT NULL,
     received integer DEFAULT webhook_ingest._seconds(now()) NOT NULL,
-    event_id text NOT NULL COLLATE pg_catalog."C"
+    event_id text NOT NULL COLLATE pg_catalog."C",
+    CONSTRAINT event_ledger_090_once EXCLUDE USING hash (((((source_id)::text || ':'::text) || event_id)) WITH =) WITH (fillfactor='100')
 )
 WITH (autovacuum_vacuum_scale_factor='0.05', autovacuum_vacuum_cost_delay='0');
-ALTER TABLE ONLY webhook_ingest.event_ledger_090
-    ADD CONSTRAINT event_ledger_090_once EXCLUDE USING hash (((((source_id)::text || ':'::text) || event_id)) WITH =) WITH (fillfactor='100');
 COMMENT ON TABLE webhook_ingest.event_ledger_090 IS '0.9.0''s event ids, under an unseeded hash: moved into event_ledger by purge_events(), then truncated';
 GRANT SELECT ON TABLE webhook_ingest.event_ledger_090 TO webhook_ingest_admin;
 
@@ -1474,11 +1464,10 @@ CREATE TABLE webhook_ingest.jobs_legacy (
     worker_pid integer,
     finished_at timestamp with time zone,
     started_at timestamp with time zone,
-    done_lsn pg_lsn
+    done_lsn pg_lsn,
+    CONSTRAINT jobs_legacy_pkey PRIMARY KEY (id)
 )
 WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0.02', autovacuum_vacuum_insert_scale_factor='0.02', autovacuum_analyze_scale_factor='0.05', autovacuum_vacuum_cost_delay='0');
-ALTER TABLE ONLY webhook_ingest.jobs_legacy
-    ADD CONSTRAINT jobs_legacy_pkey PRIMARY KEY (id);
 CREATE POLICY jobs_admin ON webhook_ingest.jobs_legacy TO webhook_ingest_admin USING (true) WITH CHECK (true);
 CREATE POLICY jobs_app ON webhook_ingest.jobs_legacy FOR SELECT TO webhook_ingest_enqueue USING (webhook_ingest._may_enqueue(source));
 ALTER TABLE webhook_ingest.jobs_legacy ENABLE ROW LEVEL SECURITY;
@@ -1529,10 +1518,9 @@ GRANT SELECT ON TABLE webhook_ingest.job_history_overflow TO webhook_ingest_admi
 
 CREATE TABLE webhook_ingest.done_batches (
     finished_at timestamp with time zone NOT NULL,
-    done_lsn pg_lsn NOT NULL
+    done_lsn pg_lsn NOT NULL,
+    CONSTRAINT done_batches_pkey PRIMARY KEY (finished_at)
 );
-ALTER TABLE ONLY webhook_ingest.done_batches
-    ADD CONSTRAINT done_batches_pkey PRIMARY KEY (finished_at);
 COMMENT ON TABLE webhook_ingest.done_batches IS 'the commit LSN of each completion batch, keyed by its jobs'' finished_at';
 GRANT SELECT ON TABLE webhook_ingest.done_batches TO webhook_ingest_admin;
 
@@ -1564,10 +1552,9 @@ CREATE TABLE webhook_ingest.legacy_migration (
     last_id bigint NOT NULL,
     jobs_truncated boolean DEFAULT false NOT NULL,
     events_truncated boolean DEFAULT false NOT NULL,
-    CONSTRAINT legacy_migration_only_row_check CHECK (only_row)
+    CONSTRAINT legacy_migration_only_row_check CHECK (only_row),
+    CONSTRAINT legacy_migration_pkey PRIMARY KEY (only_row)
 );
-ALTER TABLE ONLY webhook_ingest.legacy_migration
-    ADD CONSTRAINT legacy_migration_pkey PRIMARY KEY (only_row);
 COMMENT ON TABLE webhook_ingest.legacy_migration IS 'how far the worker has moved jobs_legacy (ids up to moved_upto are moved), and whether the old tables are emptied';
 GRANT SELECT ON TABLE webhook_ingest.legacy_migration TO webhook_ingest_admin;
 
@@ -2814,10 +2801,9 @@ CREATE TABLE webhook_ingest.reconcile_settings (
     share real NOT NULL,
     pause_backlog integer NOT NULL,
     max_page_size integer NOT NULL,
-    max_pages integer NOT NULL
+    max_pages integer NOT NULL,
+    CONSTRAINT reconcile_settings_pkey PRIMARY KEY (source_id)
 );
-ALTER TABLE ONLY webhook_ingest.reconcile_settings
-    ADD CONSTRAINT reconcile_settings_pkey PRIMARY KEY (source_id);
 COMMENT ON TABLE webhook_ingest.reconcile_settings IS 'the sources that reconcile and how (_reconcile_keys); since: the first watermark as a version';
 GRANT SELECT ON TABLE webhook_ingest.reconcile_settings TO webhook_ingest_admin;
 
@@ -2848,10 +2834,9 @@ CREATE TABLE webhook_ingest.reconcile_sweeps (
     sweeps_failed bigint DEFAULT 0 NOT NULL,
     total_listed bigint DEFAULT 0 NOT NULL,
     total_changed bigint DEFAULT 0 NOT NULL,
-    total_missed bigint DEFAULT 0 NOT NULL
+    total_missed bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT reconcile_sweeps_pkey PRIMARY KEY (source_id)
 );
-ALTER TABLE ONLY webhook_ingest.reconcile_sweeps
-    ADD CONSTRAINT reconcile_sweeps_pkey PRIMARY KEY (source_id);
 COMMENT ON TABLE webhook_ingest.reconcile_sweeps IS 'per reconciling source: the sweep under way (page_url: the page due next, at next_attempt_at), the watermark ({since}), the last complete sweep and the counts (changed: listed newer than the watermark; missed: of those, enqueued with no job active, i.e. no webhook announced them)';
 COMMENT ON COLUMN webhook_ingest.reconcile_sweeps.recent_pages IS 'hashes of the sweep''s last 16 page URLs: a next page among them is a cursor that repeats';
 GRANT SELECT ON TABLE webhook_ingest.reconcile_sweeps TO webhook_ingest_admin;
@@ -2860,11 +2845,10 @@ CREATE TABLE webhook_ingest.reconcile_objects (
     version bigint,
     listed bigint,
     source_id integer NOT NULL,
-    external_id text NOT NULL COLLATE pg_catalog."C"
+    external_id text NOT NULL COLLATE pg_catalog."C",
+    CONSTRAINT reconcile_objects_pkey PRIMARY KEY (source_id, external_id)
 )
 WITH (fillfactor='90');
-ALTER TABLE ONLY webhook_ingest.reconcile_objects
-    ADD CONSTRAINT reconcile_objects_pkey PRIMARY KEY (source_id, external_id);
 COMMENT ON TABLE webhook_ingest.reconcile_objects IS 'per object of a reconciling source: the version of the copy last fetched, and a listed version not yet fetched';
 GRANT SELECT ON TABLE webhook_ingest.reconcile_objects TO webhook_ingest_admin;
 
