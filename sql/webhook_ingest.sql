@@ -97,15 +97,14 @@ $$;
 REVOKE ALL ON FUNCTION webhook_ingest._covers(parent regclass, t timestamp with time zone) FROM PUBLIC;
 
 /*
- * _seconds() is event_ledger.received's default, so every accepted event id
- * evaluated it.  0.6.0 wrote its body with extract(epoch FROM timestamptz),
- * which is only STABLE: an IMMUTABLE SQL function whose body is not
- * immutable is never inlined, so each enqueue ran it through the SQL
- * function executor (its body read back from the catalog and planned at
- * every statement): about a sixth of enqueue's time (bench/enqueue, issue
- * 17).  The same value from immutable parts (timestamptz minus timestamptz
- * is an interval of days and seconds; its epoch is exact), which the
- * planner inlines into the statement; _at() likewise, for the events view.
+ * The ledger's time: integer seconds since 2000-01-01 UTC (_seconds), and
+ * back (_at, for the events view).  _seconds() is event_ledger.received's
+ * default, evaluated for every accepted event id, so its body is built of
+ * immutable parts only (timestamptz minus timestamptz is an interval of
+ * days and seconds; its epoch is exact) and the planner inlines it: with
+ * extract(epoch FROM timestamptz), only STABLE, it ran through the SQL
+ * function executor at every statement, a sixth of enqueue's time
+ * (bench/enqueue, issue 17).
  */
 CREATE FUNCTION webhook_ingest._seconds(t timestamptz)
 RETURNS integer
@@ -446,13 +445,12 @@ GRANT EXECUTE ON FUNCTION webhook_ingest._set_tls_client(source text, tls_client
 
 /*
  * Only a superuser may give a source its own proxy (or '' for none), because
- * it goes around webhook_ingest.proxy.  But a webhook_ingest_admin could
- * still change the url_template of a source a superuser had given one, and
+ * it goes around webhook_ingest.proxy.  A webhook_ingest_admin could
+ * otherwise change the url_template of a source a superuser gave one, and
  * so send fetches to any host through it (with proxy '': directly, past the
- * egress proxy the superuser meant as the SSRF barrier).  _guard_source now
+ * egress proxy the superuser meant as the SSRF barrier): _guard_source
  * refuses that (42501) unless the same change clears the proxy
- * (test/audit/FINDINGS-0.7.0-second.md, TAP 117).  0.7.0's function with one
- * block added before the client certificate check.
+ * (test/audit/FINDINGS-0.7.0-second.md, TAP 117).
  */
 CREATE FUNCTION webhook_ingest._guard_source()
 RETURNS trigger
@@ -1205,8 +1203,8 @@ REVOKE ALL ON FUNCTION webhook_ingest.import_events(sources text[], event_ids te
 
 /*
  * A row of the view that is still in 0.9.0's ledger: an UPDATE or DELETE
- * through the view reaches it there too (after events_write, 0.6.0's
- * trigger, has looked in the other two: an id is in one place only).
+ * through the view reaches it there too (after events_write has looked in
+ * event_ledger: an id is in one place only).
  */
 CREATE FUNCTION webhook_ingest._events_write_090()
 RETURNS trigger
@@ -1748,8 +1746,9 @@ REVOKE ALL ON FUNCTION webhook_ingest._object_bits(jobs double precision) FROM P
 
 /*
  * _packed_jobs with the narrowings (job_id, external_ids, finished_from,
- * finished_to: src/job_history.c) and the jobs' errors; 0.8.0's
- * _packed_jobs(job_id) goes once the view reads this one.
+ * finished_to: src/job_history.c) and the jobs' errors; its planner
+ * support function tells the planner how few rows a narrowed call returns
+ * (src/packed_jobs_planner.c).
  */
 CREATE FUNCTION webhook_ingest._packed_jobs_support(internal)
 RETURNS internal
@@ -1820,7 +1819,8 @@ $fn$;
 REVOKE ALL ON FUNCTION webhook_ingest._key_packed_rows(n integer) FROM PUBLIC;
 
 /*
- * 0.8.0's packing, the rows keyed as they are made: their object keys'
+ * The packing of settled history into job_history_packed, the rows keyed
+ * as they are made: their object keys'
  * bits (from how many jobs their partition is expected to hold: what the
  * one before it held, or what it holds so far), the checks, last_finished
  * and the jobs' errors.  Then rows packed before 0.10.0 are
@@ -2340,7 +2340,7 @@ $fn$;
 REVOKE ALL ON FUNCTION webhook_ingest._packed_partition_for(lower timestamp with time zone, upper timestamp with time zone) FROM PUBLIC;
 
 /*
- * The storage round (0.6.0's), with the packing: history settled for a
+ * The storage round, with the packing: history settled for a
  * minute packed, the partitions of job_history it empties dropped once
  * their time is past (their disk back), those of job_history_packed past
  * retention dropped.
@@ -2579,8 +2579,9 @@ $fn$;
 REVOKE ALL ON FUNCTION webhook_ingest._file_job(j webhook_ingest.jobs) FROM PUBLIC;
 
 /*
- * 0.8.0's _unfile_job: a packed job's element leaves every array of its
- * row, the checks and errors too (last_finished stays: still a bound).
+ * A job out of the history (for retry and the view's writes): a packed
+ * job's element leaves every array of its row, the checks and errors too
+ * (last_finished stays: still a bound).
  */
 CREATE FUNCTION webhook_ingest._unfile_job(job_id bigint)
 RETURNS boolean
