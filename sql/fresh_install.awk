@@ -1,5 +1,6 @@
-# sql/fresh_install.awk: builds the fresh-install script of the current
-# version from the landed chain (make does: awk -f sql/fresh_install.awk
+# sql/fresh_install.awk: builds the fresh-install script of a landed
+# version (0.3.0 ... 0.9.0; the current one is sql/webhook_ingest.sql, copied)
+# from the landed chain (make does: awk -f sql/fresh_install.awk
 # webhook_ingest--0.1.0.sql webhook_ingest--0.1.0--0.2.0.sql ...).  Each
 # statement exists once, in the script that introduced it; CREATE EXTENSION
 # runs the result.  Dropped on the way: each script's \echo guard (one is

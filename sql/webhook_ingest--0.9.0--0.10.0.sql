@@ -2017,3 +2017,144 @@ SELECT j.id, j.state, j.events, e.event_ids, coalesce(e.duplicates, 0), j.attemp
 $fn$;
 REVOKE ALL ON FUNCTION webhook_ingest.history(text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION webhook_ingest.history(text, text) TO webhook_ingest_admin;
+
+/* ==== issue 29: one hand-kept schema file ==== */
+
+/*
+ * 0.5.0's ledger goes.  Since 0.6.0 it was events_legacy, which enqueue()
+ * also checked until purge_events() truncated it (once every id in it was
+ * older than dedup_window), and where the events view put the ids of a
+ * 0.5.0 dump whose source was not restored yet.  Its ids still there (a
+ * 0.9.0 database updated from 0.5.0 less than dedup_window ago; usually
+ * none) move into the ledger, under their source's number (an id whose
+ * source is gone could never be a duplicate again), and the table is
+ * dropped: a fresh install (sql/webhook_ingest.sql) never has it.  An id
+ * inserted through the events view for a source that does not exist is
+ * now refused, as an update always was.
+ */
+LOCK TABLE webhook_ingest.events_legacy IN ACCESS EXCLUSIVE MODE;
+INSERT INTO webhook_ingest.event_ledger (source_id, received, event_id)
+SELECT s.id, webhook_ingest._seconds(l.received_at), l.event_id
+  FROM webhook_ingest.events_legacy l
+  JOIN webhook_ingest.sources s ON s.name = l.source
+ON CONFLICT DO NOTHING;
+
+CREATE OR REPLACE VIEW webhook_ingest.events AS
+SELECT s.name AS source, e.event_id, webhook_ingest._at(e.received) AS received_at
+  FROM webhook_ingest.event_ledger e
+  JOIN webhook_ingest.sources s ON s.id = e.source_id
+UNION ALL
+SELECT s.name, o.event_id, webhook_ingest._at(o.received)
+  FROM webhook_ingest.event_ledger_090 o
+  JOIN webhook_ingest.sources s ON s.id = o.source_id;
+
+CREATE OR REPLACE FUNCTION webhook_ingest._events_write()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    new_id integer;
+BEGIN
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        SELECT s.id INTO new_id FROM webhook_ingest.sources s WHERE s.name = NEW.source;
+        IF new_id IS NULL THEN
+            RAISE EXCEPTION 'source "%" does not exist', webhook_ingest._clip(NEW.source)
+                USING ERRCODE = 'undefined_object',
+                      HINT = 'Restore webhook_ingest.sources before the event ids of a dump older than 0.6.0.';
+        END IF;
+    END IF;
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO webhook_ingest.event_ledger (source_id, received, event_id)
+        VALUES (new_id, webhook_ingest._seconds(coalesce(NEW.received_at, now())), NEW.event_id);
+        RETURN NEW;
+    END IF;
+    IF TG_OP = 'UPDATE' THEN
+        UPDATE webhook_ingest.event_ledger e
+           SET source_id = new_id, event_id = NEW.event_id, received = webhook_ingest._seconds(NEW.received_at)
+          FROM webhook_ingest.sources s
+         WHERE s.id = e.source_id AND s.name = OLD.source AND e.event_id = OLD.event_id;
+        RETURN NEW;
+    END IF;
+    DELETE FROM webhook_ingest.event_ledger e
+     USING webhook_ingest.sources s
+     WHERE s.id = e.source_id AND s.name = OLD.source AND e.event_id = OLD.event_id;
+    RETURN OLD;
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION webhook_ingest.drop_source(name text, force boolean DEFAULT false)
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    active bigint;
+BEGIN
+    /*
+     * Wait for enqueue() calls in flight (they hold ROW EXCLUSIVE on queue and
+     * look the source up only after taking it), so none can add a job for
+     * this source once it is gone.  Its history and event ids stay until
+     * retention and dedup_window: they carry its number, which no later
+     * source gets, and the jobs view shows no history without a source.
+     */
+    LOCK TABLE webhook_ingest.queue, webhook_ingest.event_ledger IN SHARE MODE;
+    PERFORM FROM webhook_ingest.sources s WHERE s.name = drop_source.name FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'source "%" does not exist', webhook_ingest._clip(name) USING ERRCODE = 'undefined_object';
+    END IF;
+    SELECT count(*) INTO active FROM webhook_ingest.queue j
+     WHERE j.source = drop_source.name AND j.state IN ('pending', 'running');
+    IF active > 0 AND NOT force THEN
+        RAISE EXCEPTION 'source "%" has % pending or running jobs', name, active
+            USING ERRCODE = 'object_in_use',
+                  HINT = 'Wait for them to finish, or pass force => true to discard them.';
+    END IF;
+    DELETE FROM webhook_ingest.queue j WHERE j.source = drop_source.name;
+    DELETE FROM webhook_ingest.documents d WHERE d.source = drop_source.name;
+    DELETE FROM webhook_ingest.sources s WHERE s.name = drop_source.name;
+END
+$fn$;
+
+/*
+ * _purge_ledger: the walk over the ledger's pages, on received (seconds),
+ * forgetting the ids older than dedup_window (purge_events calls it).
+ */
+CREATE OR REPLACE FUNCTION webhook_ingest._purge_ledger(max_pages integer DEFAULT 1000)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    pages bigint;
+    first_page bigint;
+    last_page bigint;
+    forgotten bigint;
+    window_start timestamptz := now() - current_setting('webhook_ingest.dedup_window')::interval;
+BEGIN
+    IF max_pages IS NULL OR max_pages < 1 THEN
+        RAISE EXCEPTION 'max_pages must be at least 1' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- One purge at a time; enqueue() never touches this row.
+    SELECT p.next_page INTO first_page FROM webhook_ingest.purge_position p FOR UPDATE;
+    pages := pg_relation_size('webhook_ingest.event_ledger') / current_setting('block_size')::bigint;
+    IF first_page >= pages THEN
+        first_page := 0;
+    END IF;
+    last_page := first_page + max_pages;
+    DELETE FROM webhook_ingest.event_ledger e
+     WHERE e.ctid >= format('(%s,0)', first_page)::tid
+       AND e.ctid < format('(%s,0)', last_page)::tid
+       AND e.received < webhook_ingest._seconds(window_start);
+    GET DIAGNOSTICS forgotten = ROW_COUNT;
+    UPDATE webhook_ingest.purge_position
+       SET next_page = CASE WHEN last_page >= pages THEN 0 ELSE last_page END;
+    RETURN forgotten;
+END
+$fn$;
+
+UPDATE webhook_ingest.legacy_migration SET events_truncated = true;
+-- (out of the extension first: that takes it out of pg_extension's extconfig too)
+ALTER EXTENSION webhook_ingest DROP TABLE webhook_ingest.events_legacy;
+DROP TABLE webhook_ingest.events_legacy;

@@ -21,10 +21,11 @@
  *		(packed_jobs_planner.c) narrows the call by what a query asks.
  *		_packed_jobs_plan shows what it runs.
  *
- *		Between installing this library and ALTER EXTENSION UPDATE, the
- *		0.8.0 definition, _packed_jobs(job_id) with nine columns, calls it:
- *		it then reads the table 0.8.0 made (no errors) and is narrowed by id
- *		only, as 0.8.0's was.
+ *		Between installing this library and ALTER EXTENSION UPDATE, 0.9.0's
+ *		definition (0.8.0's), _packed_jobs(job_id) with nine columns, calls
+ *		it: it then reads the table 0.8.0 made (no errors) and is narrowed
+ *		by id only, as 0.9.0's was (0.9.0 is the oldest schema this library
+ *		serves: wi_check_schema_window).
  *
  * IDENTIFICATION
  *		src/history/job_history.c

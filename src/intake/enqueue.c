@@ -36,9 +36,12 @@
 
 #include "access/detoast.h"
 #include "access/htup_details.h"
+#include "access/genam.h"
 #include "access/relation.h"
+#include "access/table.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_extension.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -49,6 +52,7 @@
 #include "tcop/tcopprot.h"
 #include "tcop/utility.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -85,32 +89,23 @@ static const char *const outcome_names[] = {"queued", "coalesced", "requeued", "
  * have (a linked ledger's, or NULL), $7 the webhooks the call brings: 1, or 0
  * for reconciliation.)
  *
- * Two sets: 0.6.0's tables, and 0.5.0's for the time between installing
- * this library and ALTER EXTENSION UPDATE (the lock finds which is there).
- * Since 0.6.0 an id is new only if no old ledger holds it either: 0.5.0's
- * (events_legacy, emptied once all of it is older than dedup_window) and
- * 0.9.0's (event_ledger_090, whose ids purge_events moves into the keyed
- * ledger, then truncates); neither takes an insert after the upgrade, and
- * a probe of one that is empty is left out of the statement.
+ * The schemas this library serves (wi_check_schema_window): 0.10.0's, and
+ * 0.9.0's for the time between installing this library and ALTER EXTENSION
+ * UPDATE.  An id is new only if no old ledger holds it either: at 0.9.0,
+ * 0.5.0's (events_legacy, emptied once all of it is older than
+ * dedup_window, dropped by the update to 0.10.0); at 0.10.0, 0.9.0's
+ * (event_ledger_090, whose ids purge_events moves into the keyed ledger,
+ * then truncates).  Neither takes an insert after the upgrade, and a probe
+ * of one that is empty is left out of the statement.
  */
-typedef enum WiSchema
-{
-	WI_SCHEMA_050 = 0,
-	WI_SCHEMA_060 = 1
-} WiSchema;
-
-static const char *const queue_relname[] = {"jobs", "queue"};
 
 /*
- * 0.5.0's events; 0.6.0's event_ledger; 0.10.0's, which links each id to
- * its job; with the old ledgers that still hold ids (WI_OLD_* bits: 0.9.0's
- * exists only beside 0.10.0's).
+ * 0.9.0's event_ledger; 0.10.0's, which links each id to its job; each
+ * with the old ledger that may still hold ids (WI_OLD_LEDGER).
  */
-#define WI_LEDGER_050		0
-#define WI_LEDGER_060		1
-#define WI_LEDGER_0100		3
-#define WI_OLD_EVENTS		1	/* events_legacy */
-#define WI_OLD_LEDGER_090	2	/* event_ledger_090 */
+#define WI_LEDGER_090		0
+#define WI_LEDGER_0100		2
+#define WI_OLD_LEDGER		1	/* events_legacy beside 0.9.0's, event_ledger_090 beside 0.10.0's */
 
 #define REMEMBER_UNLESS(probes) \
 	"INSERT INTO webhook_ingest.event_ledger (source_id, event_id) SELECT $5, $4 WHERE " probes \
@@ -147,13 +142,10 @@ where \
 "SELECT i.job_id, NOT EXISTS (SELECT FROM active) FROM ins i"
 
 static const char *const remember_event_sql[] = {
-	"INSERT INTO webhook_ingest.events (source, event_id) VALUES ($1, $4) ON CONFLICT DO NOTHING",
 	"INSERT INTO webhook_ingest.event_ledger (source_id, event_id) VALUES ($5, $4) ON CONFLICT DO NOTHING",
 	REMEMBER_UNLESS(NOT_IN_EVENTS_LEGACY),
 	REMEMBER_LINKED_SQL(""),
-	REMEMBER_LINKED_SQL("WHERE " NOT_IN_EVENTS_LEGACY " "),
-	REMEMBER_LINKED_SQL("WHERE " NOT_IN_LEDGER_090 " "),
-	REMEMBER_LINKED_SQL("WHERE " NOT_IN_EVENTS_LEGACY " AND " NOT_IN_LEDGER_090 " ")
+	REMEMBER_LINKED_SQL("WHERE " NOT_IN_LEDGER_090 " ")
 };
 
 /*
@@ -161,8 +153,8 @@ static const char *const remember_event_sql[] = {
  * a linked ledger, a new job takes the id its event id was given ($6, or
  * one of its own when that named the active job).
  */
-#define UPSERT_JOB_SQL(table, id_column, id_value) \
-"INSERT INTO webhook_ingest." table " AS j (" id_column "source, external_id, payload, events) " \
+#define UPSERT_JOB_SQL(id_column, id_value) \
+"INSERT INTO webhook_ingest.queue AS j (" id_column "source, external_id, payload, events) " \
 "VALUES (" id_value "$1, $2, $3, $7) " \
 "ON CONFLICT (source, external_id) " \
 "WHERE state OPERATOR(pg_catalog.=) ANY ('{pending,running}'::webhook_ingest.job_state[]) " \
@@ -175,12 +167,11 @@ static const char *const remember_event_sql[] = {
 "               WHEN j.state OPERATOR(pg_catalog.=) 'pending' THEN 1 ELSE 2 END"
 
 static const char *const upsert_job_sql[] = {
-	UPSERT_JOB_SQL("jobs", "", ""), UPSERT_JOB_SQL("queue", "", ""),
-	UPSERT_JOB_SQL("queue", "id, ", "COALESCE($6, pg_catalog.nextval('webhook_ingest.jobs_id_seq'::pg_catalog.regclass)), ")
+	UPSERT_JOB_SQL("", ""),
+	UPSERT_JOB_SQL("id, ", "COALESCE($6, pg_catalog.nextval('webhook_ingest.jobs_id_seq'::pg_catalog.regclass)), ")
 };
-#define UPSERT_LINKED	2
 
-#define ACTIVE_JOB_SQL(table) "SELECT j.id FROM webhook_ingest." table " j " ACTIVE_JOB_WHERE
+#define ACTIVE_JOB_SQL "SELECT j.id FROM webhook_ingest.queue j " ACTIVE_JOB_WHERE
 
 /* The ledger's row of ($5, $4), found through its index. */
 #define LEDGER_ROW_SQL \
@@ -195,19 +186,18 @@ static const char *const upsert_job_sql[] = {
  */
 #define WI_DUPLICATES_COUNTED "1000"
 static const char *const active_job_sql[] = {
-	ACTIVE_JOB_SQL("jobs"), ACTIVE_JOB_SQL("queue"),
+	ACTIVE_JOB_SQL,
 	"WITH counted AS (UPDATE webhook_ingest.event_ledger l "
 	"                    SET duplicates = COALESCE(l.duplicates, 0) OPERATOR(pg_catalog.+) 1 " LEDGER_ROW_SQL
 	"                    AND COALESCE(l.duplicates, 0) OPERATOR(pg_catalog.<) " WI_DUPLICATES_COUNTED ") "
-	ACTIVE_JOB_SQL("queue")
+	ACTIVE_JOB_SQL
 };
 
 static const char *const fix_link_sql =
 "UPDATE webhook_ingest.event_ledger l SET job_id = $6 " LEDGER_ROW_SQL;
 
-/* Which set this call uses, and the admitted source's number: found by wi_enqueue_admit(). */
-static WiSchema schema = WI_SCHEMA_060;
-static int	ledger = WI_LEDGER_060;	/* the statement of remember_event_sql */
+/* Which statements this call uses, and the admitted source's number: found by wi_enqueue_admit(). */
+static int	ledger = WI_LEDGER_090;	/* the statement of remember_event_sql */
 static int32 admitted_source_id = 0;
 
 static SPIPlanPtr remember_event_plan[lengthof(remember_event_sql)];
@@ -248,7 +238,7 @@ enqueue_statements(text *source, text *external_id, Datum payload, bool payload_
 	Datum		values[2];
 	bool		isnull[2];
 	bool		linked = event_id != NULL && ledger >= WI_LEDGER_0100;
-	int			upsert = linked ? UPSERT_LINKED : schema;
+	int			upsert = linked ? 1 : 0;
 	int64		ticket = 0;
 	EnqueueOutcome outcome = OUTCOME_DUPLICATE;
 
@@ -262,10 +252,10 @@ enqueue_statements(text *source, text *external_id, Datum payload, bool payload_
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	if (event_id != NULL &&
-		run(&remember_event_plan[ledger], remember_event_sql[ledger], ledger == WI_LEDGER_050 ? 4 : 5, args, nulls,
+		run(&remember_event_plan[ledger], remember_event_sql[ledger], 5, args, nulls,
 			linked ? 2 : 0, values, isnull) == 0)
 	{
-		int			active = linked ? lengthof(active_job_sql) - 1 : schema;
+		int			active = linked ? 1 : 0;
 
 		*job_id_null = run(&active_job_plan[active], active_job_sql[active], linked ? 5 : 2, args, nulls, 1, values,
 						   isnull) == 0;
@@ -308,9 +298,8 @@ make_result(int64 job_id, bool job_id_null, EnqueueOutcome outcome)
 /*
  * Does an old ledger (0.5.0's events, kept until dedup_window has passed
  * since the upgrade; 0.9.0's, until its ids are moved) hold any id?  Its
- * size says: it takes no insert after the upgrade (but for a 0.5.0 dump
- * restored), and it goes by TRUNCATE.  The lock is the one the probe of it
- * would take.
+ * size says: it takes no insert after the upgrade, and it goes by
+ * TRUNCATE.  The lock is the one the probe of it would take.
  */
 static bool
 legacy_ids_left(Oid nsp, const char *relname)
@@ -336,6 +325,64 @@ ledger_links_jobs(Oid nsp)
 	return OidIsValid(relid) && get_attnum(relid, "job_id") != InvalidAttrNumber;
 }
 
+/* The installed extension's version (palloc'd), NULL if none. */
+static char *
+get_extension_version(void)
+{
+	Relation	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	char	   *version = NULL;
+
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
+				CStringGetDatum(WI_EXTENSION_NAME));
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tuple = systable_getnext(scan);
+	if (HeapTupleIsValid(tuple))
+	{
+		bool		isnull;
+		Datum		d = heap_getattr(tuple, Anum_pg_extension_extversion, RelationGetDescr(rel), &isnull);
+
+		if (!isnull)
+			version = TextDatumGetCString(d);
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return version;
+}
+
+/*
+ * The schema versions this library serves: its own, and the one before it
+ * for the time between installing the package and ALTER EXTENSION UPDATE
+ * (doc/operations.md, "Upgrades").  An older schema (or a newer one) is
+ * refused with a hint, not guessed at.  The answer is kept per queue table
+ * once it is yes: an update only moves forward, and DROP and CREATE
+ * EXTENSION make another queue.
+ */
+void
+wi_check_schema_window(void)
+{
+	static Oid	served_queue = InvalidOid;
+	Oid			nsp = get_namespace_oid(WI_SCHEMA_NAME, false);
+	Oid			queue = get_relname_relid("queue", nsp);
+	char	   *version;
+
+	if (OidIsValid(queue) && queue == served_queue)
+		return;
+	version = get_extension_version();
+	if (version == NULL || (strcmp(version, WI_VERSION) != 0 && strcmp(version, WI_OLDEST_SCHEMA) != 0))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("webhook_ingest's schema is at version %s, which library %s does not serve",
+						version ? version : "(none)", WI_VERSION),
+				 errdetail("Library %s serves schema versions %s and %s.", WI_VERSION, WI_OLDEST_SCHEMA, WI_VERSION),
+				 errhint("Run ALTER EXTENSION webhook_ingest UPDATE.")));
+	if (!OidIsValid(queue))
+		elog(ERROR, "relation webhook_ingest.queue is missing");
+	served_queue = queue;
+}
+
 /*
  * Take ROW EXCLUSIVE on the queue before any lookup takes its snapshot:
  * drop_source() holds SHARE on it while it deletes, so once we have the
@@ -343,37 +390,28 @@ ledger_links_jobs(Oid nsp)
  * again (the lock processed pending invalidations) until the name still
  * means the table locked.  Not RangeVarGetRelid: it checks the caller's
  * USAGE on the schema, which enqueue() never needed (a wrapper bound at its
- * creation calls it without naming the schema).  The queue is 0.6.0's
- * queue, or 0.5.0's jobs table before the update: that sets the statements.
+ * creation calls it without naming the schema).  The ledger's shape (0.9.0
+ * or 0.10.0, and an old ledger beside it) sets the statements.
  */
 static void
 lock_queue(void)
 {
 	Oid			locked = InvalidOid;
 
+	wi_check_schema_window();
 	for (;;)
 	{
 		Oid			nsp = get_namespace_oid(WI_SCHEMA_NAME, false);
-		Oid			queue = get_relname_relid(queue_relname[WI_SCHEMA_060], nsp);
+		Oid			queue = get_relname_relid("queue", nsp);
 
-		schema = WI_SCHEMA_060;
-		if (!OidIsValid(queue) && get_rel_relkind(get_relname_relid(queue_relname[WI_SCHEMA_050], nsp)) ==
-			RELKIND_RELATION)
-		{
-			queue = get_relname_relid(queue_relname[WI_SCHEMA_050], nsp);
-			schema = WI_SCHEMA_050;
-		}
 		if (!OidIsValid(queue))
 			elog(ERROR, "relation webhook_ingest.queue is missing");
 		if (queue == locked)
 		{
-			if (schema == WI_SCHEMA_050)
-				ledger = WI_LEDGER_050;
-			else if (!ledger_links_jobs(nsp))
-				ledger = WI_LEDGER_060 + (legacy_ids_left(nsp, "events_legacy") ? WI_OLD_EVENTS : 0);
+			if (!ledger_links_jobs(nsp))
+				ledger = WI_LEDGER_090 + (legacy_ids_left(nsp, "events_legacy") ? WI_OLD_LEDGER : 0);
 			else
-				ledger = WI_LEDGER_0100 + (legacy_ids_left(nsp, "events_legacy") ? WI_OLD_EVENTS : 0) +
-					(legacy_ids_left(nsp, "event_ledger_090") ? WI_OLD_LEDGER_090 : 0);
+				ledger = WI_LEDGER_0100 + (legacy_ids_left(nsp, "event_ledger_090") ? WI_OLD_LEDGER : 0);
 			return;
 		}
 		LockRelationOid(queue, RowExclusiveLock);

@@ -14,6 +14,10 @@
 
 #include "fmgr.h"
 
+/* The oldest schema version this library serves, beside its own (WI_VERSION). */
+#define WI_OLDEST_SCHEMA	"0.9.0"
+
+extern void wi_check_schema_window(void);
 extern void wi_check_source_name(text *source);
 extern text *wi_intake_source(FunctionCallInfo fcinfo, const char *function);
 extern void wi_check_payload_size(Datum payload);

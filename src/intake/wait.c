@@ -116,10 +116,8 @@ read_own_write(HeapTuple row, TupleDesc desc, void *arg)
 static void
 refuse_own_write(FunctionCallInfo fcinfo, Datum *args, int64 job_id)
 {
-	/* The queue is the only table a transaction writes a job into (0.5.0: jobs). */
-	const char *sql = OidIsValid(get_relname_relid("queue", get_namespace_oid(WI_SCHEMA_NAME, false))) ?
-		"SELECT xmin FROM webhook_ingest.queue WHERE id OPERATOR(pg_catalog.=) $1" :
-		"SELECT xmin FROM webhook_ingest.jobs WHERE id OPERATOR(pg_catalog.=) $1";
+	/* The queue is the only table a transaction writes a job into. */
+	const char *sql = "SELECT xmin FROM webhook_ingest.queue WHERE id OPERATOR(pg_catalog.=) $1";
 	WiSavedUser caller;
 	bool		ours = false;
 

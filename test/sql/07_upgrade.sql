@@ -11,10 +11,11 @@ RESET client_min_messages;
 CREATE EXTENSION webhook_ingest VERSION '0.1.0';
 SELECT extversion FROM pg_extension WHERE extname = 'webhook_ingest';
 SELECT webhook_ingest.add_source('up', 'http://127.0.0.1:9/u/{external_id}');
--- this library still takes webhooks into 0.1.0 tables
+-- this library serves schemas 0.9.0 and 0.10.0: enqueue() refuses 0.1.0's, with a hint
 SELECT outcome FROM webhook_ingest.enqueue('up', 'a', NULL, 'e1');
-SELECT outcome FROM webhook_ingest.enqueue('up', 'a', NULL, 'e1');
-SELECT outcome FROM webhook_ingest.enqueue('up', 'b', NULL, 'e2');
+-- the webhooks 0.1.0's library took (one job per object, each event id once)
+INSERT INTO webhook_ingest.jobs (source, external_id) VALUES ('up', 'a'), ('up', 'b');
+INSERT INTO webhook_ingest.events (source, event_id) VALUES ('up', 'e1'), ('up', 'e2');
 UPDATE webhook_ingest.jobs SET state = 'done', finished_at = now() WHERE external_id = 'b';
 -- 0.1.0 has none of the new functions
 SELECT webhook_ingest.cancel(1);
@@ -24,9 +25,10 @@ SELECT extversion FROM pg_extension WHERE extname = 'webhook_ingest';
 SELECT external_id, state, done_lsn IS NOT NULL AS has_done_lsn, events
   FROM webhook_ingest.jobs ORDER BY external_id, id;
 SELECT name, paused FROM webhook_ingest.sources;
--- the event ids survived: a redelivery is still a duplicate
-SELECT outcome FROM webhook_ingest.enqueue('up', 'a', NULL, 'e1');
-SELECT outcome FROM webhook_ingest.enqueue('up', 'c', NULL, 'e3');
+-- the event ids survived
+SELECT source, event_id FROM webhook_ingest.events ORDER BY 2;
+INSERT INTO webhook_ingest.jobs (source, external_id) VALUES ('up', 'c');
+INSERT INTO webhook_ingest.events (source, event_id) VALUES ('up', 'e3');
 SELECT webhook_ingest.cancel(id) FROM webhook_ingest.jobs WHERE external_id = 'c';
 SELECT source, pending, dead FROM webhook_ingest.queue_stats;
 -- what the update added
@@ -50,10 +52,9 @@ SELECT external_id, state, done_lsn IS NOT NULL AS has_done_lsn, events
   FROM webhook_ingest.jobs ORDER BY external_id, id;
 -- the existing source keeps working, open to every enqueuer
 SELECT name, paused, enqueue_roles FROM webhook_ingest.sources;
-SELECT outcome FROM webhook_ingest.enqueue('up', 'a', NULL, 'e1');
-SELECT outcome FROM webhook_ingest.enqueue('up', 'd', NULL, 'e4');
+INSERT INTO webhook_ingest.jobs (source, external_id, events) VALUES ('up', 'd', 2);
+INSERT INTO webhook_ingest.events (source, event_id) VALUES ('up', 'e4'), ('up', 'e5');
 SET ROLE regress_app;       -- from 04_privileges: a member of webhook_ingest_enqueue
-SELECT outcome FROM webhook_ingest.enqueue('up', 'd', NULL, 'e5');
 SELECT count(*) AS jobs_it_sees FROM webhook_ingest.jobs;
 RESET ROLE;
 -- what the update added: the admin role, enqueue_roles, row security on jobs,
@@ -98,10 +99,12 @@ SELECT id AS last_job_before FROM webhook_ingest.jobs ORDER BY id DESC LIMIT 1 \
 ALTER EXTENSION webhook_ingest UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'webhook_ingest';
 SELECT count(*) = :jobs_before AS every_job_kept FROM webhook_ingest.jobs;
--- (through 0.6.0, 0.5.0's jobs and events tables are jobs_legacy and events_legacy, the same files)
+-- (through 0.6.0, 0.5.0's jobs table is jobs_legacy, the same file; its events table, events_legacy
+-- since 0.6.0, is gone since 0.10.0: its ids are in the ledger)
 SELECT pg_relation_filenode('webhook_ingest.jobs_legacy') = :jobs_file AS jobs_not_rewritten,
        pg_relation_filenode('webhook_ingest.sources') = :sources_file AS sources_not_rewritten,
-       pg_relation_filenode('webhook_ingest.events_legacy') = :events_file AS events_not_rewritten;
+       to_regclass('webhook_ingest.events_legacy') IS NULL AS events_legacy_gone;
+SELECT source, event_id FROM webhook_ingest.events ORDER BY 2;
 SELECT name, signature_scheme, signing_secrets, signature_tolerance, external_id_path, event_id_path
   FROM webhook_ingest.sources;
 SELECT outcome FROM webhook_ingest.enqueue('up', 'a', NULL, 'e1');

@@ -11,7 +11,8 @@ CREATE FUNCTION pg_temp.columns(rel regclass) RETURNS text LANGUAGE sql AS
 $$ SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod), ', ' ORDER BY attnum)
      FROM pg_attribute WHERE attrelid = rel AND attnum > 0 AND NOT attisdropped $$;
 SELECT pg_temp.columns('webhook_ingest.jobs') = pg_temp.columns('webhook_ingest.jobs_legacy') AS jobs_as_in_050,
-       pg_temp.columns('webhook_ingest.events') = pg_temp.columns('webhook_ingest.events_legacy') AS events_as_in_050;
+       pg_temp.columns('webhook_ingest.events') = 'source text, event_id text, received_at timestamp with time zone'
+           AS events_as_in_050;
 SELECT pg_temp.columns('webhook_ingest.jobs') AS jobs_columns;
 
 -- keep_payloads: more than 0, at most retention (7 days here)

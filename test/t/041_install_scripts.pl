@@ -1,8 +1,9 @@
 # CREATE EXTENSION in any database (the fresh install script
-# webhook_ingest--0.10.0.sql), and a fresh 0.10.0 install the same, catalog for
-# catalog, as 0.1.0 updated step by step to 0.10.0, and as the landed 0.3.0,
-# 0.4.0, 0.5.0, 0.6.0, 0.7.0, 0.8.0 and 0.9.0 installs (webhook_ingest--0.3.0.sql ...
-# --0.9.0.sql, still built) updated to 0.10.0.
+# webhook_ingest--0.10.0.sql, a copy of the hand-kept sql/webhook_ingest.sql),
+# and a fresh 0.10.0 install the same, catalog for catalog, as 0.1.0 updated
+# step by step to 0.10.0, and as the landed 0.3.0, 0.4.0, 0.5.0, 0.6.0, 0.7.0,
+# 0.8.0 and 0.9.0 installs (webhook_ingest--0.3.0.sql ... --0.9.0.sql, still
+# generated from their chains) updated to 0.10.0.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -79,7 +80,8 @@ ok($node->poll_query_until('upgraded',
 		q{SELECT state = 'disabled' FROM webhook_ingest.worker_status WHERE database = 'upgraded'}),
 	'once updated (no other step) the worker goes on at once');
 
-# What the extension is made of, as text that does not depend on OIDs.
+# What the extension is made of, as text that does not depend on OIDs (sorted by
+# name: the fresh install, sql/webhook_ingest.sql, creates them in another order).
 my @catalog = (
 	q{SELECT pg_describe_object(classid, objid, objsubid) FROM pg_depend
 	   WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'
@@ -93,18 +95,18 @@ my @catalog = (
 	         CASE WHEN relkind = 'v' THEN pg_get_viewdef(oid) END
 	    FROM pg_class WHERE relnamespace = 'webhook_ingest'::regnamespace ORDER BY 1},
 	q{SELECT indexrelid::regclass, pg_get_indexdef(indexrelid) FROM pg_index
-	   WHERE indrelid IN (SELECT oid FROM pg_class WHERE relnamespace = 'webhook_ingest'::regnamespace) ORDER BY 1},
+	   WHERE indrelid IN (SELECT oid FROM pg_class WHERE relnamespace = 'webhook_ingest'::regnamespace) ORDER BY indexrelid::regclass::text},
 	q{SELECT conrelid::regclass, contypid::regtype, conname, pg_get_constraintdef(oid) FROM pg_constraint
-	   WHERE connamespace = 'webhook_ingest'::regnamespace ORDER BY 1, 2, 3},
+	   WHERE connamespace = 'webhook_ingest'::regnamespace ORDER BY conrelid::regclass::text, contypid::regtype::text, 3},
 	q{SELECT tgrelid::regclass, tgname, pg_get_triggerdef(oid), tgenabled FROM pg_trigger
 	   WHERE NOT tgisinternal
-	     AND tgrelid IN (SELECT oid FROM pg_class WHERE relnamespace = 'webhook_ingest'::regnamespace) ORDER BY 1, 2},
+	     AND tgrelid IN (SELECT oid FROM pg_class WHERE relnamespace = 'webhook_ingest'::regnamespace) ORDER BY tgrelid::regclass::text, 2},
 	q{SELECT polrelid::regclass, polname, polcmd, polpermissive, polroles::regrole[],
 	         pg_get_expr(polqual, polrelid), pg_get_expr(polwithcheck, polrelid)
-	    FROM pg_policy ORDER BY 1, 2},
+	    FROM pg_policy ORDER BY polrelid::regclass::text, 2},
 	q{SELECT p.oid::regprocedure, p.proacl, p.prosecdef, p.provolatile, p.proconfig,
 	         CASE WHEN p.prokind <> 'a' THEN pg_get_functiondef(p.oid) END
-	    FROM pg_proc p WHERE p.pronamespace = 'webhook_ingest'::regnamespace ORDER BY 1},
+	    FROM pg_proc p WHERE p.pronamespace = 'webhook_ingest'::regnamespace ORDER BY p.oid::regprocedure::text},
 	q{SELECT t.typname, e.enumsortorder, e.enumlabel FROM pg_enum e JOIN pg_type t ON t.oid = e.enumtypid
 	   WHERE t.typnamespace = 'webhook_ingest'::regnamespace ORDER BY 1, 2},
 	q{SELECT t.typname, t.typtype, t.typacl FROM pg_type t

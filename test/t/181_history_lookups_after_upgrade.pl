@@ -54,6 +54,11 @@ is($node->safe_psql('postgres', q{
 	    SELECT 1 AS n, outcome FROM webhook_ingest.enqueue('s1', 'obj-1', NULL, 'pre-1')
 	    UNION ALL SELECT 2, outcome FROM webhook_ingest.enqueue('s1', 'obj-1', NULL, 'pre-1')) x}),
 	'queued,duplicate', 'enqueue() with 0.9.0\'s ledger');
+# An id still in 0.5.0's ledger (events_legacy: a 0.9.0 database updated from 0.5.0 within dedup_window).
+$node->safe_psql('postgres', q{
+	INSERT INTO webhook_ingest.events_legacy (source, event_id, received_at) VALUES ('s2', 'legacy-1', now())});
+is($node->safe_psql('postgres', q{SELECT outcome FROM webhook_ingest.enqueue('s2', 'obj-l', NULL, 'legacy-1')}),
+	'duplicate', '  and with an id in 0.5.0\'s ledger beside it (events_legacy): a duplicate');
 $node->safe_psql('postgres', q{
 	CREATE TABLE truth AS SELECT * FROM webhook_ingest.jobs;
 	CREATE FUNCTION wrong_answers() RETURNS bigint LANGUAGE plpgsql AS $$
@@ -84,6 +89,13 @@ $node->safe_psql('postgres', q{SET lock_timeout = '5s'; ALTER EXTENSION webhook_
 note sprintf('ALTER EXTENSION UPDATE took %.2f s with 20 000 packed jobs', time - $started);
 is($node->safe_psql('postgres', q{SELECT extversion FROM pg_extension WHERE extname = 'webhook_ingest'}), '0.10.0',
 	'updated to 0.10.0');
+is($node->safe_psql('postgres', q{
+	SELECT to_regclass('webhook_ingest.events_legacy') IS NULL
+	       AND (SELECT count(*) FROM webhook_ingest.event_ledger e JOIN webhook_ingest.sources s ON s.id = e.source_id
+	             WHERE s.name = 's2' AND e.event_id = 'legacy-1') = 1}),
+	't', 'events_legacy is gone, its id in the ledger');
+is($node->safe_psql('postgres', q{SELECT outcome FROM webhook_ingest.enqueue('s2', 'obj-l', NULL, 'legacy-1')}),
+	'duplicate', '  still a duplicate');
 my $unkeyed = $node->safe_psql('postgres', q{SELECT count(*) FROM webhook_ingest.job_history_packed WHERE object_bits IS NULL});
 is($node->safe_psql('postgres', q{SELECT wrong_answers()}), '0',
 	"right after it, the answers by object and time window are 0.9.0's ($unkeyed rows not keyed yet)");
