@@ -1491,10 +1491,15 @@ BEGIN
            AND q.state = 'dead'
         RETURNING q.id, q.events, q.payload, q.finished_at)
     SELECT coalesce(sum(g.events), 0) AS events, coalesce(sum(webhook_ingest._payload_size(g.payload)), 0) AS bytes,
+           array_agg(g.id) AS ids,
            (SELECT p.payload FROM gone p WHERE p.payload IS NOT NULL
              ORDER BY p.finished_at DESC, p.id DESC LIMIT 1) AS payload
       INTO older FROM gone g;
     NEW.events := NEW.events + older.events;
+    -- (their event ids go with their webhooks: history() lists them under the job they went into)
+    IF older.ids IS NOT NULL THEN
+        UPDATE webhook_ingest.event_ledger l SET job_id = NEW.id WHERE l.job_id = ANY (older.ids);
+    END IF;
     NEW.payload := coalesce(NEW.payload, older.payload);
     SELECT * INTO kept FROM webhook_ingest.dead_payloads p WHERE p.source = NEW.source FOR UPDATE;
     kept.bytes := coalesce(kept.bytes, 0) - older.bytes;

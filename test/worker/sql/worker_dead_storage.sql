@@ -64,6 +64,21 @@ DELETE FROM webhook_ingest.queue WHERE source = 'f' AND external_id = 'mode-e400
 UPDATE webhook_ingest.dead_payloads SET counted_at = now() - interval '1 hour' WHERE source = 'f';
 CALL die_in_turn('{c-5}', 1, 10);
 SELECT dead_jobs, webhooks, counted FROM dead_of_f();
+-- 5. the event ids of the dead jobs an object's newer one takes in go with them: history() lists them all
+--    under the one dead job
+CREATE PROCEDURE die_with_events(object text, n int) LANGUAGE plpgsql AS $$
+BEGIN
+    FOR i IN 1..n LOOP
+        PERFORM webhook_ingest.enqueue('f', object, '{}', object || '-ev-' || i);
+        COMMIT;
+        PERFORM wait_until(format($q$SELECT NOT EXISTS (SELECT FROM webhook_ingest.queue
+                                     WHERE source = 'f' AND external_id = %L AND state IN ('pending', 'running'))$q$,
+                                  object));
+    END LOOP;
+END $$;
+CALL die_with_events('hist-1', 3);
+SELECT state, webhooks, event_ids FROM webhook_ingest.history('f', 'hist-1');
+DROP PROCEDURE die_with_events(text, int);
 SELECT webhook_ingest.drop_source('f', force => true);
 DELETE FROM webhook_ingest.dead_payloads WHERE source = 'f';
 ALTER SYSTEM RESET webhook_ingest.dead_payload_limit;
