@@ -14,7 +14,12 @@
 #  3. pages take at most share of the source's rate_limit: 20/s with share
 #     0.1 spaces the pages of a sweep half a second apart;
 #  4. a source's jobs a webhook announced are claimed before those no webhook
-#     announced (reconciled), with one slot (max_in_flight 1).
+#     announced (reconciled), with one slot (max_in_flight 1);
+#  5. a backlog of webhooks pauses the sweep: with pause_backlog 3 and 10
+#     webhooks' jobs due at rate_limit 2/s (the pages have a bucket of their
+#     own, so only the backlog holds them back), the source shows as
+#     backlogged and no page is asked for until fewer than 3 jobs are due
+#     (after the 8th fetch); then the sweep goes on and completes.
 use strict;
 use warnings;
 use PostgreSQL::Test::Utils;
@@ -173,6 +178,29 @@ wait_sweeps(2, 'order');
 my @order = map { $_->[0] =~ s/^fetch //r } grep { $_->[0] =~ /^fetch/ } @{ $ord->requests->{log} };
 is(join(' ', map { my $id = $_; (grep { $_ eq $id } @unannounced) ? 'r' : 'w' } @order), 'r w w r r',
 	"the webhooks' jobs went before the two no webhook announced that were waiting (@order)");
+
+# 5. A backlog of webhooks pauses the sweep (pause_backlog 3; the jobs due at 2/s, one a fetch).
+my $bl = ReconcileWorld->new(key => "${run}backlog", style => 'github', objects => 20);
+q1($bl->add_source_sql('backlog', reconcile => { pause_backlog => 3 }, more => 'rate_limit => 2, rate_burst => 1'));
+wait_sweeps(1, 'backlog');
+my $bl_changes = $bl->change(10);
+q1("BEGIN; " . $bl->deliver_sql('backlog', $bl_changes, 1)
+	. "UPDATE webhook_ingest.reconcile_sweeps SET next_attempt_at = now()
+	    WHERE source_id = (SELECT id FROM webhook_ingest.sources WHERE name = 'backlog'); COMMIT;");
+ok($node->poll_query_until('postgres', q{SELECT state = 'backlogged' FROM webhook_ingest.reconcile_stats WHERE source = 'backlog'}),
+	'10 due webhook jobs, pause_backlog 3: the source shows as backlogged')
+  or diag(q1(q{SELECT state, page, attempts FROM webhook_ingest.reconcile_stats WHERE source = 'backlog'}));
+is($bl->requests->{pages}{1}, 1, 'while it is backlogged, no page of the sweep is asked for');
+wait_sweeps(2, 'backlog');
+my @bl_log = @{ $bl->requests->{log} };
+my @bl_fetches = map { $_->[1] } grep { $_->[0] =~ /^fetch/ } @bl_log;
+my ($bl_page) = map { $_->[1] } grep { $_->[0] eq 'page 1' } reverse @bl_log;
+is(scalar(@bl_fetches), 10, 'each webhook fetched once');
+cmp_ok($bl_page, '>', $bl_fetches[6],
+	'the page came only once fewer than 3 jobs were due (after the 7th fetch at least; 8 must be claimed)')
+  or diag(join "\n", map { "$_->[0] $_->[1]" } @bl_log);
+is(q1(q{SELECT sweeps || ' ' || sweeps_failed || ' ' || state FROM webhook_ingest.reconcile_stats WHERE source = 'backlog'}),
+	'2 0 idle', 'once the backlog drained, the sweep went on and completed');
 
 sub min_gap
 {
