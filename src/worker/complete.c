@@ -12,11 +12,13 @@
  *		2. for each locked job, in a subtransaction of its own: load its
  *		   payload (only now, so the worker's memory does not grow with
  *		   payloads times transfers in flight), run its handler as the
- *		   handler's owner (handler_call.c) or store the document, mark it
- *		   done - or record the failed attempt; a list page of a
- *		   reconciliation sweep goes to _reconcile_page instead
- *		   (reconcile_apply.c);
- *		3. after commit, write the commit LSN (done_batches), wake
+ *		   handler's owner (handler_call.c) or store the document - or
+ *		   record the failed attempt; a list page of a reconciliation
+ *		   sweep goes to _reconcile_page instead (reconcile_apply.c);
+ *		3. mark the handled jobs done (or pending again, for a webhook
+ *		   that came while they ran) in one statement, and queue their
+ *		   NOTIFY webhook_ingest_done;
+ *		4. after commit, write the commit LSN (done_batches), wake
  *		   wait_for_job(), count for the views.
  *
  *		A batch stops taking jobs after WI_BATCH_BUDGET_MS; the rest go back
@@ -38,6 +40,7 @@
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "common/pg_prng.h"
+#include "commands/async.h"
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
@@ -296,31 +299,41 @@ store_document(ApplyJob *t, Datum external_id, Datum details, bool gone)
 }
 
 /*
- * The job is done - or pending again, when a webhook came while it ran.  A
- * done job leaves the queue for job_history in the same statement (its
- * payload to kept_payloads if the source keeps them, the error of its last
- * failed attempt, if any, with it); its finished_at is
- * the batch's now(), the key of its done_batches row.  A row whose time no
- * partition covered at the last storage round goes to the overflow table
- * instead, so a missing partition never fails a completion.
+ * The batch's handled jobs are done - or pending again, those a webhook came
+ * for while they ran - in one statement, after their handlers (each in its
+ * subtransaction) all ran: a statement per job cost more than a no-op
+ * handler.  A done job leaves the queue for job_history (its payload to
+ * kept_payloads if the source keeps them, the error of its last failed
+ * attempt, if any, with it); its finished_at is the batch's now(), the key
+ * of its done_batches row.  A row whose time no partition covered at the
+ * last storage round goes to the overflow table instead, so a missing
+ * partition never fails a completion.  A job whose row its own handler
+ * changed (no longer running under this attempt: cancelled, say) is not
+ * returned: DISCARDED, its handler's work kept, as that of a job cancelled
+ * after it ran.
  */
 static void
-mark_done(ApplyJob *t)
+mark_done(ApplyJob **handled, int n)
 {
 	static const char *sql =
+		/* each job's attempt and status: at its id's place in $1 (no join: a batch is a few hundred) */
 		"WITH again AS ("
-		"  UPDATE webhook_ingest.queue SET"
+		"  UPDATE webhook_ingest.queue q SET"
 		"    state = 'pending', attempts = 0, finished_at = NULL, next_attempt_at = now(), refetch = false,"
-		"    last_status = $3, last_error = NULL, lease_until = NULL, worker_pid = NULL, updated_at = now()"
-		"   WHERE id = $1 AND state::text = 'running' AND attempts = $2 AND refetch"
-		"   RETURNING id),"
+		"    last_status = ($3::int2[])[array_position($1, q.id)], last_error = NULL, lease_until = NULL,"
+		"    worker_pid = NULL, updated_at = now()"
+		"   WHERE q.id = ANY ($1) AND q.state::text = 'running'"
+		"     AND q.attempts = ($2::int4[])[array_position($1, q.id)] AND q.refetch"
+		"   RETURNING q.id),"
 		" gone AS ("
-		"  DELETE FROM webhook_ingest.queue"
-		"   WHERE id = $1 AND state::text = 'running' AND attempts = $2 AND NOT refetch"
-		"   RETURNING id, source, external_id, payload, events, attempts, created_at, started_at, last_error),"
+		"  DELETE FROM webhook_ingest.queue q"
+		"   WHERE q.id = ANY ($1) AND q.state::text = 'running'"
+		"     AND q.attempts = ($2::int4[])[array_position($1, q.id)] AND NOT q.refetch"
+		"   RETURNING q.id, q.source, q.external_id, q.payload, q.events, q.attempts, q.created_at,"
+		"             q.started_at, q.last_error, ($3::int2[])[array_position($1, q.id)] AS status),"
 		" done AS ("
 		"  SELECT g.id, now() AS finished_at, g.created_at, g.started_at, s.id AS source_id, g.events,"
-		"         least(g.attempts, 32767)::smallint AS attempts, $3 AS last_status, g.external_id,"
+		"         least(g.attempts, 32767)::smallint AS attempts, g.status AS last_status, g.external_id,"
 		"         g.payload, now() + s.keep_payloads AS kept_until, g.last_error"
 		"    FROM gone g JOIN webhook_ingest.sources s ON s.name = g.source),"
 		" history AS ("
@@ -343,25 +356,55 @@ mark_done(ApplyJob *t)
 		"  INSERT INTO webhook_ingest.kept_payloads_overflow (job_id, kept_until, payload)"
 		"  SELECT id, kept_until, payload FROM done"
 		"   WHERE kept_until >= $5 AND payload IS NOT NULL)"
-		" SELECT 'pending' FROM again UNION ALL SELECT 'done' FROM gone";
+		" SELECT id, false FROM again UNION ALL SELECT id, true FROM gone";
 	static SPIPlanPtr plan = NULL;
 	TimestampTz history_until;
 	TimestampTz kept_until;
-	Oid			types[5] = {INT8OID, INT4OID, INT2OID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+	Oid			types[5] = {INT8ARRAYOID, INT4ARRAYOID, INT2ARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 	Datum		args[5];
+	int64	   *ids = palloc(sizeof(int64) * n);
+	int		   *attempts = palloc(sizeof(int) * n);
+	Datum	   *statuses = palloc(sizeof(Datum) * n);
 
+	if (n == 0)
+		return;
+	for (int i = 0; i < n; i++)
+	{
+		ids[i] = handled[i]->job_id;
+		attempts[i] = handled[i]->attempt;
+		statuses[i] = Int16GetDatum((int16) Max(Min(handled[i]->status, PG_INT16_MAX), 0));
+		handled[i]->outcome = WI_OUTCOME_DISCARDED;	/* unless its row is returned below */
+	}
 	/* the storage horizon the fetcher's last storage round found (shmem.c) */
 	wi_shmem_horizon(&history_until, &kept_until);
-	args[0] = Int64GetDatum(t->job_id);
-	args[1] = Int32GetDatum(t->attempt);
-	args[2] = Int16GetDatum((int16) Max(Min(t->status, PG_INT16_MAX), 0));
+	args[0] = wi_id_array(ids, n);
+	args[1] = wi_int4_array(attempts, n);
+	args[2] = PointerGetDatum(construct_array(statuses, n, INT2OID, sizeof(int16), true, TYPALIGN_SHORT));
 	args[3] = TimestampTzGetDatum(history_until);
 	args[4] = TimestampTzGetDatum(kept_until);
 
-	if (wi_run_cached(&plan, sql, 5, types, args, NULL, false) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "could not mark job %lld done", (long long) t->job_id);
-	t->outcome = strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1), "done") == 0 ?
-		WI_OUTCOME_DONE : WI_OUTCOME_REFETCH;
+	if (wi_run_cached(&plan, sql, 5, types, args, NULL, false) != SPI_OK_SELECT)
+		elog(ERROR, "could not mark the batch's jobs done");
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[r];
+		bool		isnull;
+		int64		id = DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull));
+		bool		done = DatumGetBool(SPI_getbinval(tup, SPI_tuptable->tupdesc, 2, &isnull));
+
+		for (int i = 0; i < n; i++)
+			if (handled[i]->job_id == id)
+			{
+				handled[i]->outcome = done ? WI_OUTCOME_DONE : WI_OUTCOME_REFETCH;
+				break;
+			}
+	}
+	for (int i = 0; i < n; i++)
+		if (handled[i]->outcome == WI_OUTCOME_DISCARDED)
+			ereport(LOG,
+					(errmsg("webhook_ingest worker: job %lld was no longer running under attempt %d after its handler",
+							(long long) handled[i]->job_id, handled[i]->attempt),
+					 errdetail("Its handler's work is kept; the job is not marked done.")));
 }
 
 /*
@@ -396,25 +439,19 @@ decide_notify(void)
 static void
 notify_done(ApplyJob *t)
 {
-	static SPIPlanPtr plan = NULL;
-	Oid			types[1] = {TEXTOID};
-	Datum		args[1];
-	StringInfoData buf;
+	char		payload[64];
 
-	if (!notify_this_batch)
+	if (!notify_this_batch || t->outcome != WI_OUTCOME_DONE)
 		return;
 	/* The job's id alone: any role that may connect can LISTEN (audit 0.10.0 third pass, 2). */
-	initStringInfo(&buf);
-	appendStringInfo(&buf, "{\"job_id\": %lld}", (long long) t->job_id);
-	args[0] = CStringGetTextDatum(buf.data);
-	if (wi_run_cached(&plan, "SELECT pg_catalog.pg_notify('webhook_ingest_done', $1)", 1, types, args,
-					  NULL, false) != SPI_OK_SELECT)
-		elog(ERROR, "could not notify");
+	snprintf(payload, sizeof(payload), "{\"job_id\": %lld}", (long long) t->job_id);
+	Async_Notify("webhook_ingest_done", payload);
 }
 
 /*
- * Run the handler (or store the document) and mark the job done, inside the
- * caller's subtransaction.  Errors propagate to the caller.
+ * Run the handler (or store the document), inside the caller's
+ * subtransaction; the job is marked done with the batch's others after
+ * (mark_done).  Errors propagate to the caller.
  */
 static void
 handle(ApplyJob *t, bool gone)
@@ -452,8 +489,6 @@ handle(ApplyJob *t, bool gone)
 	t->handler_us = parse_us + (GetCurrentTimestamp() - started);
 	if (t->flags & WI_ITEM_RECONCILES)
 		wi_reconcile_fetched(t, args[1], gone);
-	mark_done(t);
-	notify_done(t);
 }
 
 /* A handler that could not be called, or whose error no retry fixes, ends the job. */
@@ -480,10 +515,14 @@ handler_failure(ApplyJob *t, ErrorData *e, bool gone, double handler_ms)
 	return psprintf("%s: %s", what, e->message);
 }
 
-/* Step 2 for one job whose row this transaction holds. */
-static void
+/*
+ * Step 2 for one job whose row this transaction holds: true when its handler
+ * succeeded (the job is marked done with the batch's others, mark_done).
+ */
+static bool
 complete_one(ApplyJob *t, WiCounters *counters)
 {
+	volatile bool handled = false;
 	StringInfoData why;
 	WiApplyVerdict verdict = t->verdict;
 	long		elapsed_ms = (long) (t->fetch_seconds * 1000.0);
@@ -494,13 +533,13 @@ complete_one(ApplyJob *t, WiCounters *counters)
 	if (t->flags & WI_ITEM_PAGE)
 	{
 		wi_complete_page(t);
-		return;
+		return false;
 	}
 	if (verdict != WI_APPLY_HANDLE && verdict != WI_APPLY_GONE)
 	{
 		record_failure(t, verdict, t->fetch_error, elapsed_ms);
 		count_failure(counters, t);
-		return;
+		return false;
 	}
 
 	started = GetCurrentTimestamp();
@@ -515,6 +554,7 @@ complete_one(ApplyJob *t, WiCounters *counters)
 		MemoryContextSwitchTo(before);
 		CurrentResourceOwner = owner;
 		counters->succeeded++;
+		handled = true;
 	}
 	PG_CATCH();
 	{
@@ -553,6 +593,7 @@ complete_one(ApplyJob *t, WiCounters *counters)
 	wi_applier_guard_handling(0);
 	counters->handler_us += t->handler_us;
 	wi_handler_end_job();
+	return handled;
 }
 
 static void
@@ -564,6 +605,8 @@ complete_batch(void *arg)
 	TimestampTz started = GetCurrentTimestamp();
 	bool		out_of_time = false;
 	const char *too_slow = NULL;	/* a source whose handler ran past the batch's leash */
+	ApplyJob  **handled = palloc(sizeof(ApplyJob *) * Max(b->njobs, 1));
+	int			nhandled = 0;
 
 	batch_finished_at = GetCurrentTransactionStartTimestamp();
 	lock_batch(b);
@@ -580,13 +623,17 @@ complete_batch(void *arg)
 			continue;
 		}
 		MemoryContextSwitchTo(per_job);
-		complete_one(t, b->counters);
+		if (complete_one(t, b->counters))
+			handled[nhandled++] = t;
 		MemoryContextSwitchTo(batch);
 		MemoryContextReset(per_job);
 		if (t->outcome == WI_OUTCOME_TOO_SLOW)
 			too_slow = t->source;
 		out_of_time = TimestampDifferenceExceeds(started, GetCurrentTimestamp(), WI_BATCH_BUDGET_MS);
 	}
+	mark_done(handled, nhandled);
+	for (int i = 0; i < nhandled; i++)
+		notify_done(handled[i]);
 }
 
 /*

@@ -395,17 +395,44 @@ wi_claim_keep(WiClaim *c, Transfer *t)
 }
 
 /*
+ * A claim's body, with its commit asynchronous: the fetcher does not wait
+ * for the WAL flush of each claim (a fifth of its time at a 1 ms upstream).
+ * A claim lost in a crash leaves its jobs pending, as the start after the
+ * crash would leave them (wi_reclaim_running: the interrupted attempt does
+ * not count), so nothing is lost and no attempt counts twice; a completion
+ * commits synchronously, and its WAL flush makes the claim before it
+ * durable, as does the commit of an enqueue that saw the job running.
+ */
+typedef struct AsyncClaim
+{
+	WiTxBody	body;
+	WiClaim    *claim;
+} AsyncClaim;
+
+static void
+claim_async(void *arg)
+{
+	AsyncClaim *a = (AsyncClaim *) arg;
+
+	(void) set_config_option("synchronous_commit", "off", PGC_SUSET, PGC_S_SESSION, GUC_ACTION_LOCAL,
+							 true, 0, false);
+	a->body(a->claim);
+}
+
+/*
  * Run body, a claim (c: palloc'd, read after a longjmp), in a transaction of
- * its own; its Transfers, or NIL when it did not commit.
+ * its own, committed asynchronously (claim_async); its Transfers, or NIL
+ * when it did not commit.
  */
 List *
 wi_claim_in_tx(const char *activity, WiTxBody body, WiClaim *c)
 {
 	bool		committed;
+	AsyncClaim	a = {body, c};
 
 	PG_TRY();
 	{
-		committed = wi_in_tx(activity, body, c);
+		committed = wi_in_tx(activity, claim_async, &a);
 	}
 	PG_CATCH();
 	{

@@ -56,11 +56,20 @@ sub pids_of
 sub wait_for_processes
 {
 	my $appliers = shift // 2;
-	$node->poll_query_until('postgres', qq{
+	my $query = qq{
 		SELECT (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'webhook_ingest worker') = 1
 		   AND (SELECT count(*) FROM webhook_ingest.worker_status
-		         WHERE role = 'applier' AND state = 'idle') = $appliers})
-	  or die 'the worker and its apply workers did not start';
+		         WHERE role = 'applier' AND state = 'idle') = $appliers};
+	# While the postmaster restarts after a kill -9, psql can exit before it
+	# reads its query (IPC::Run then dies of the broken pipe): try again.
+	for my $try (1 .. 5)
+	{
+		my $up = eval { $node->poll_query_until('postgres', $query) };
+		return if $up;
+		die 'the worker and its apply workers did not start' if defined $up;
+		usleep(200_000);
+	}
+	die 'the worker and its apply workers did not start';
 }
 
 sub run_batch
