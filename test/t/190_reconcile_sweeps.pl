@@ -186,8 +186,8 @@ is(join(' ', map { my $id = $_; (grep { $_ eq $id } @unannounced) ? 'r' : 'w' } 
 # no rate limit, no max_in_flight; the 10 webhooks' jobs are due, but the claim cannot take them (a
 # transaction holds their rows, FOR KEY SHARE as a foreign key's check would; the claim skips locked rows).
 my $bl = ReconcileWorld->new(key => "${run}backlog", style => 'github', objects => 20);
-# (a page takes 300 ms: the released jobs' fetches are stored before it is read)
-q1($bl->add_source_sql('backlog', list_args => '&delay_ms=300', reconcile => { pause_backlog => 3 }));
+# (a page takes 600 ms: the released jobs' fetches are stored before it is read, or they would be fetched again)
+q1($bl->add_source_sql('backlog', list_args => '&delay_ms=600', reconcile => { pause_backlog => 3 }));
 wait_sweeps(1, 'backlog');
 my @bl_changed = map { $_->{id} } @{ $bl->change(8) };    # 8 changed, webhooks for them and for 2 unchanged
 q1("BEGIN; SELECT webhook_ingest.pause_source('backlog'); " . $bl->deliver_sql('backlog', [ map { +{ id => $_, payload => {} } } @bl_changed, 5, 6 ], 1) . 'COMMIT;');

@@ -69,13 +69,16 @@ $primary->poll_query_until('postgres', q{SELECT bool_and(pages >= 4) FROM webhoo
   or die 'the sweeps did not get to page 4: ' . cursors($primary, 'sw.pages');
 $primary->stop('immediate');
 my $t_stop = time();
-# What the standby has at the switch; the old primary's requests in flight are answered meanwhile (300 ms).
+# What the standby has at the switch (all it received replayed: synchronous_commit on waits for its flush, not
+# its replay); the old primary's requests in flight are answered meanwhile (300 ms).
+$standby->poll_query_until('postgres', 'SELECT pg_last_wal_replay_lsn() >= pg_last_wal_receive_lsn()')
+  or die 'the standby did not replay what it received';
 my %done = map { split / / } split /, /, cursors($standby, 'sw.pages');
 my %next = map { /^(\S+) (.*)$/ } split /, (?=github |stripe )/, cursors($standby, 'sw.page_url');
 my %stored = map { my $s = $_; $s => { map { $_ => 1 } split /\n/,
 	$standby->safe_psql('postgres', "SELECT external_id FROM webhook_ingest.documents WHERE source = '$s'") } }
   keys %world;
-Time::HiRes::sleep(0.1) while time() < $t_stop + 1;
+Time::HiRes::sleep(0.1) while time() < $t_stop + 1.5;
 my $t_switch = time();
 $standby->promote;
 note(sprintf('pages done at the crash, as the standby has them: %s; %s objects stored there',
