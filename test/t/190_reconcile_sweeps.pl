@@ -16,10 +16,13 @@
 #  4. a source's jobs a webhook announced are claimed before those no webhook
 #     announced (reconciled), with one slot (max_in_flight 1);
 #  5. a backlog of webhooks pauses the sweep: with pause_backlog 3 and 10
-#     webhooks' jobs due at rate_limit 2/s (the pages have a bucket of their
-#     own, so only the backlog holds them back), the source shows as
-#     backlogged and no page is asked for until fewer than 3 jobs are due
-#     (after the 8th fetch); then the sweep goes on and completes.
+#     webhooks' jobs due that the fetcher's claim cannot take (a transaction
+#     holds their rows: the claim skips locked rows) and nothing else holding
+#     the pages back (no rate limit, no max_in_flight), the source shows as
+#     backlogged and no page of its due sweep is asked for in 1.5 s; once 8
+#     are released and fetched (2 due, fewer than 3) the page is asked for
+#     and the sweep completes; without the backlog check the page would be
+#     asked for at once.
 use strict;
 use warnings;
 use PostgreSQL::Test::Utils;
@@ -179,28 +182,49 @@ my @order = map { $_->[0] =~ s/^fetch //r } grep { $_->[0] =~ /^fetch/ } @{ $ord
 is(join(' ', map { my $id = $_; (grep { $_ eq $id } @unannounced) ? 'r' : 'w' } @order), 'r w w r r',
 	"the webhooks' jobs went before the two no webhook announced that were waiting (@order)");
 
-# 5. A backlog of webhooks pauses the sweep (pause_backlog 3; the jobs due at 2/s, one a fetch).
+# 5. A backlog of webhooks pauses the sweep (pause_backlog 3), and nothing else holds its pages back here:
+# no rate limit, no max_in_flight; the 10 webhooks' jobs are due, but the claim cannot take them (a
+# transaction holds their rows, FOR KEY SHARE as a foreign key's check would; the claim skips locked rows).
 my $bl = ReconcileWorld->new(key => "${run}backlog", style => 'github', objects => 20);
-q1($bl->add_source_sql('backlog', reconcile => { pause_backlog => 3 }, more => 'rate_limit => 2, rate_burst => 1'));
+# (a page takes 600 ms: the released jobs' fetches are stored before it is read, or they would be fetched again)
+q1($bl->add_source_sql('backlog', list_args => '&delay_ms=600', reconcile => { pause_backlog => 3 }));
 wait_sweeps(1, 'backlog');
-my $bl_changes = $bl->change(10);
-q1("BEGIN; " . $bl->deliver_sql('backlog', $bl_changes, 1)
-	. "UPDATE webhook_ingest.reconcile_sweeps SET next_attempt_at = now()
-	    WHERE source_id = (SELECT id FROM webhook_ingest.sources WHERE name = 'backlog'); COMMIT;");
-ok($node->poll_query_until('postgres', q{SELECT state = 'backlogged' FROM webhook_ingest.reconcile_stats WHERE source = 'backlog'}),
-	'10 due webhook jobs, pause_backlog 3: the source shows as backlogged')
-  or diag(q1(q{SELECT state, page, attempts FROM webhook_ingest.reconcile_stats WHERE source = 'backlog'}));
-is($bl->requests->{pages}{1}, 1, 'while it is backlogged, no page of the sweep is asked for');
+my @bl_changed = map { $_->{id} } @{ $bl->change(8) };    # 8 changed, webhooks for them and for 2 unchanged
+q1("BEGIN; SELECT webhook_ingest.pause_source('backlog'); " . $bl->deliver_sql('backlog', [ map { +{ id => $_, payload => {} } } @bl_changed, 5, 6 ], 1) . 'COMMIT;');
+my %hold;
+for my $who ([ changed => "external_id NOT IN ('5', '6')" ], [ unchanged => "external_id IN ('5', '6')" ])
+{
+	$hold{ $who->[0] } = $node->background_psql('postgres');
+	$hold{ $who->[0] }->query_safe("BEGIN; SELECT count(*) FROM (SELECT FROM webhook_ingest.queue
+	    WHERE source = 'backlog' AND $who->[1] FOR KEY SHARE) l");
+}
+q1(q{BEGIN; SELECT webhook_ingest.resume_source('backlog');
+      UPDATE webhook_ingest.reconcile_sweeps SET next_attempt_at = now()
+       WHERE source_id = (SELECT id FROM webhook_ingest.sources WHERE name = 'backlog'); COMMIT;});
+Time::HiRes::sleep(1.5);    # the sweep is due, the fetcher free: several claims of jobs and pages
+is(q1(q{SELECT count(*) || ' ' || (SELECT state FROM webhook_ingest.reconcile_stats WHERE source = 'backlog')
+          FROM webhook_ingest.queue WHERE source = 'backlog' AND state = 'pending' AND next_attempt_at <= now()}),
+	'10 backlogged', '10 webhook jobs due for 1.5 s, pause_backlog 3: the source shows as backlogged');
+is($bl->requests->{pages}{1}, 1, '  and no page of its due sweep was asked for');
+my $t_release = time();
+$hold{changed}->query_safe('COMMIT');
+$node->poll_query_until('postgres', q{SELECT sweeps = 2 FROM webhook_ingest.reconcile_stats WHERE source = 'backlog'})
+  or diag(q1(q{SELECT state, page, attempts, last_error FROM webhook_ingest.reconcile_stats WHERE source = 'backlog'}));
+my $bl_asked = $bl->requests;
+my ($bl_page) = map { $_->[1] } grep { $_->[0] eq 'page 1' } reverse @{ $bl_asked->{log} };
+my @bl_fetched = map { "$_:" . ($bl_asked->{fetches}{$_} // 0) } @bl_changed, 5, 6;
+is("@bl_fetched", join(' ', map { "$_:1" } @bl_changed) . ' 5:0 6:0',
+	'the 8 released jobs fetched once each; the 2 still held not fetched');
+cmp_ok($bl_page, '>', $t_release, 'the page was asked for once the jobs were released');
+is(q1(q{SELECT sweeps || ' ' || sweeps_failed || ' ' || state || ' '
+                || (SELECT count(*) FROM webhook_ingest.queue WHERE source = 'backlog' AND state = 'pending')
+          FROM webhook_ingest.reconcile_stats WHERE source = 'backlog'}),
+	'2 0 idle 2', 'with 2 jobs due (fewer than pause_backlog), the sweep went on and completed');
+$hold{unchanged}->query_safe('COMMIT');
+$_->quit for values %hold;
 wait_sweeps(2, 'backlog');
-my @bl_log = @{ $bl->requests->{log} };
-my @bl_fetches = map { $_->[1] } grep { $_->[0] =~ /^fetch/ } @bl_log;
-my ($bl_page) = map { $_->[1] } grep { $_->[0] eq 'page 1' } reverse @bl_log;
-is(scalar(@bl_fetches), 10, 'each webhook fetched once');
-cmp_ok($bl_page, '>', $bl_fetches[6],
-	'the page came only once fewer than 3 jobs were due (after the 7th fetch at least; 8 must be claimed)')
-  or diag(join "\n", map { "$_->[0] $_->[1]" } @bl_log);
-is(q1(q{SELECT sweeps || ' ' || sweeps_failed || ' ' || state FROM webhook_ingest.reconcile_stats WHERE source = 'backlog'}),
-	'2 0 idle', 'once the backlog drained, the sweep went on and completed');
+is(join(' ', map { $bl->requests->{fetches}{$_} // 0 } @bl_changed, 5, 6), join(' ', (1) x 10),
+	'then the 2 were fetched, each of the 10 once');
 
 sub min_gap
 {
