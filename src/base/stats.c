@@ -140,8 +140,8 @@ region_size(void)
 					add_size(mul_size(sizeof(SourceStats), stat_sources), mul_size(sizeof(Failure), stat_failures)));
 }
 
-Size
-wi_stats_shmem_size(void)
+static Size
+stats_shmem_size(void)
 {
 	return MAXALIGN(add_size(offsetof(WiStats, regions), mul_size(region_size(), wi_max_databases)));
 }
@@ -149,7 +149,7 @@ wi_stats_shmem_size(void)
 void
 wi_stats_shmem_request(void)
 {
-	RequestAddinShmemSpace(wi_stats_shmem_size());
+	RequestAddinShmemSpace(stats_shmem_size());
 	RequestNamedLWLockTranche("webhook_ingest stats", 1);
 }
 
@@ -159,10 +159,10 @@ wi_stats_shmem_startup(void)
 {
 	bool		found;
 
-	stats = ShmemInitStruct("webhook_ingest stats", wi_stats_shmem_size(), &found);
+	stats = ShmemInitStruct("webhook_ingest stats", stats_shmem_size(), &found);
 	if (!found)
 	{
-		memset(stats, 0, wi_stats_shmem_size());
+		memset(stats, 0, stats_shmem_size());
 		stats->lock = &(GetNamedLWLockTranche("webhook_ingest stats"))->lock;
 		stats->nregions = wi_max_databases;
 	}

@@ -14,7 +14,6 @@
 #include "datatype/timestamp.h"
 
 extern void wi_stats_define_gucs(void);
-extern Size wi_stats_shmem_size(void);
 extern void wi_stats_shmem_request(void);
 extern void wi_stats_shmem_startup(void);
 extern void wi_stats_begin(void);

@@ -850,11 +850,13 @@ wi_http_finished(void)
 	return NULL;
 }
 
+static void http_release(Transfer *t);
+
 /* A Transfer and all it holds (curl's, the body, its strings). */
 void
 wi_transfer_free(Transfer *t)
 {
-	wi_http_release(t);
+	http_release(t);
 	pfree(t->source);
 	pfree(t->external_id);
 	pfree(t->url);
@@ -864,8 +866,8 @@ wi_transfer_free(Transfer *t)
 }
 
 /* Free what curl and the body hold; the Transfer itself is the caller's. */
-void
-wi_http_release(Transfer *t)
+static void
+http_release(Transfer *t)
 {
 	if (t->held)
 		wi_pacing_unhold(t->pacing, t);

@@ -95,7 +95,6 @@ extern long wi_http_held_timeout_ms(void);
 extern long wi_http_timeout_ms(void);
 extern Transfer *wi_http_finished(void);
 extern int	wi_http_in_flight(void);
-extern void wi_http_release(Transfer *t);
 extern void wi_transfer_free(Transfer *t);
 
 #endif							/* WI_HTTP_H */

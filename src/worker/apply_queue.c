@@ -135,11 +135,3 @@ wi_applier_guard_path(int index)
 {
 	return psprintf("pg_stat_tmp/webhook_ingest.%u.applier%d", MyDatabaseId, index);
 }
-
-/* The bytes a job takes in a batch message, its item included. */
-Size
-wi_apply_item_size(const WiApplyItem *item)
-{
-	return sizeof(WiApplyItem) + item->source_len + 1 + item->external_id_len + 1 + item->why_len + 1 +
-		item->link_len + 1 + item->body_len + 1;
-}

@@ -169,6 +169,5 @@ extern char *wi_applier_guard_path(int index);
 extern WiApplyQueues *wi_apply_queues_create(Size in_size);
 extern WiApplyQueues *wi_apply_queues_attach(dsm_handle handle);
 extern void wi_apply_queues_detach(WiApplyQueues *q);
-extern Size wi_apply_item_size(const WiApplyItem *item);
 
 #endif							/* WI_APPLY_QUEUE_H */

@@ -125,8 +125,8 @@ wi_register_launcher(void)
 }
 
 /* Does webhook_ingest.database (unset: every database) let this one in? */
-bool
-wi_database_wanted(const char *name)
+static bool
+database_wanted(const char *name)
 {
 	List	   *names;
 	ListCell   *lc;
@@ -264,7 +264,7 @@ read_databases(void)
 		Form_pg_database db = (Form_pg_database) GETSTRUCT(tup);
 		bool		found;
 
-		if (!db->datallowconn || db->datistemplate || !wi_database_wanted(NameStr(db->datname)))
+		if (!db->datallowconn || db->datistemplate || !database_wanted(NameStr(db->datname)))
 			continue;
 		e = entry_for(db->oid, &found);
 		if (!found)

@@ -12,6 +12,5 @@
 #include "postgres.h"
 
 extern void wi_register_launcher(void);
-extern bool wi_database_wanted(const char *name);
 
 #endif							/* WI_LAUNCHER_H */

@@ -5,7 +5,7 @@
  *		only pg_catalog objects (the worker's search_path is pg_catalog,
  *		pg_temp) and wait at most webhook_ingest.lock_timeout for a lock;
  *		a statement that waited longer is given up for this turn
- *		(wi_abort_if_lock_timeout), never left to stall the worker.  Also
+ *		(abort_if_lock_timeout), never left to stall the worker.  Also
  *		the two ways a statement is prepared and run (see spi_plans.c).
  *
  * IDENTIFICATION
@@ -69,8 +69,8 @@ wi_end_tx(void)
  * again on a later turn); otherwise return false and the caller re-throws.
  * keep is a context that survives the abort.
  */
-bool
-wi_abort_if_lock_timeout(MemoryContext keep, const char *activity)
+static bool
+abort_if_lock_timeout(MemoryContext keep, const char *activity)
 {
 	static TimestampTz last_logged = 0;
 	TimestampTz now;
@@ -201,7 +201,7 @@ wi_in_tx(const char *activity, WiTxBody body, void *arg)
 	}
 	PG_CATCH();
 	{
-		if (!wi_abort_if_lock_timeout(caller, activity))
+		if (!abort_if_lock_timeout(caller, activity))
 			PG_RE_THROW();
 	}
 	PG_END_TRY();

@@ -19,7 +19,6 @@ extern Datum wi_id_array(const int64 *ids, int n);
 extern Datum wi_text_array(const char **values, int n);
 extern Datum wi_timestamptz_array(const TimestampTz *values, int n);
 extern Datum wi_int4_array(const int *values, int n);
-extern bool wi_abort_if_lock_timeout(MemoryContext keep, const char *activity);
 extern int	wi_run_cached(SPIPlanPtr *plan, const char *sql, int nargs, Oid *types, Datum *args,
 						  const char *nulls, bool read_only);
 extern int	wi_run_replanned(SPIPlanPtr *plan, const char *sql, int nargs, Oid *types, Datum *args,
