@@ -43,6 +43,7 @@
 #include "apply_queue.h"
 #include "crash_guard.h"
 #include "http.h"
+#include "job_store.h"
 #include "sched_apply.h"
 #include "scheduler.h"
 #include "settings.h"
@@ -222,7 +223,14 @@ hand_over(int index, List *batch, bool restricted, bool leashed)
 	l->leashed = leashed;
 	l->handed_at = GetCurrentTimestamp();
 	if (list_length(batch) == 1)
-		((Transfer *) linitial(batch))->alone = true;	/* for the crash guard's count of lone completions */
+	{
+		Transfer   *t = (Transfer *) linitial(batch);
+
+		t->alone = true;		/* for the crash guard's count of lone completions */
+		/* a crash of its apply worker must find its claim, to count it (job_store.c) */
+		if (!t->page && wi_crash_guard_must_go_alone(t))
+			wi_claims_flush();
+	}
 	build_message(l);
 	l->sending = true;
 	if (!send_more(l))

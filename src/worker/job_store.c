@@ -409,6 +409,25 @@ typedef struct AsyncClaim
 	WiClaim    *claim;
 } AsyncClaim;
 
+/*
+ * The end of the last claim's commit record: a job about to be completed
+ * alone as a suspect of a crash has its claim flushed first
+ * (wi_claims_flush).  A crash restart loses the WAL not yet written, and a
+ * claim lost with it leaves the job pending under its previous attempt, so
+ * the crash guard would not count the crash (count_crash wants the job
+ * running): a handler that kills its apply worker (SIGKILL, a segfault)
+ * within the walwriter's delay of its claim would crash the cluster again
+ * and again, never dead.
+ */
+static XLogRecPtr claims_end = InvalidXLogRecPtr;
+
+void
+wi_claims_flush(void)
+{
+	if (!XLogRecPtrIsInvalid(claims_end))
+		XLogFlush(claims_end);
+}
+
 static void
 claim_async(void *arg)
 {
@@ -445,6 +464,8 @@ wi_claim_in_tx(const char *activity, WiTxBody body, WiClaim *c)
 		free_claimed(c->claimed);
 		return NIL;
 	}
+	if (XactLastCommitEnd > claims_end)
+		claims_end = XactLastCommitEnd;
 	return c->claimed;
 }
 

@@ -50,6 +50,7 @@ extern int64 wi_purge_events(int max_pages);
 extern int	wi_active_jobs(const int64 *ids, int n, bool held_here, int64 *active);
 extern List *wi_claim(int max_jobs, int lease_s, MemoryContext cxt);
 extern List *wi_claim_in_tx(const char *activity, WiTxBody body, WiClaim *c);
+extern void wi_claims_flush(void);
 extern void wi_claim_keep(WiClaim *c, struct Transfer *t);
 extern void wi_read_sources(void);
 extern bool wi_sources_reread(void);
