@@ -142,7 +142,8 @@ for my $r (@readers)
 	ok($partly > 0, "a reader looked up $rounds objects, $partly of them with the history partly packed");
 }
 is($node->safe_psql('postgres', q{SELECT count(*) FROM wrong}), '0',
-	'  and every answer was the one before packing (jobs, last job prepared, window, history())');
+	'  and every answer was the one before packing (jobs, last job prepared, window, history())')
+  or diag($node->safe_psql('postgres', q{SELECT reader || ': ' || what || ': ' || coalesce(detail, 'NULL') FROM wrong LIMIT 10}));
 diag($node->safe_psql('postgres', q{SELECT string_agg(reader || ': ' || what || ' ' || coalesce(detail, 'NULL'), E'\n') FROM (SELECT * FROM wrong LIMIT 5) w}))
 	if $node->safe_psql('postgres', q{SELECT count(*) FROM wrong}) ne '0';
 
