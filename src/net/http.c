@@ -60,9 +60,9 @@ static int64 tls_connections_opened = 0;
 /*
  * Easy handles of finished transfers, reset (curl_easy_reset: every option
  * back to its default; connections, TLS sessions and DNS stay the multi's
- * and the share's), for the next transfers: creating and freeing a handle
- * per fetch was a tenth of the fetcher's time at a 1 ms upstream.  At most
- * WI_IDLE_HANDLES are kept; the rest are freed.
+ * and the share's), for the next transfers, instead of creating and
+ * freeing a handle for every fetch.  At most WI_IDLE_HANDLES are kept; the
+ * rest are freed.
  */
 #define WI_IDLE_HANDLES		256
 static CURL *idle_handles[WI_IDLE_HANDLES];

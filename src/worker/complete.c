@@ -362,12 +362,15 @@ mark_done(ApplyJob **handled, int n)
 	TimestampTz kept_until;
 	Oid			types[5] = {INT8ARRAYOID, INT4ARRAYOID, INT2ARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 	Datum		args[5];
-	int64	   *ids = palloc(sizeof(int64) * n);
-	int		   *attempts = palloc(sizeof(int) * n);
-	Datum	   *statuses = palloc(sizeof(Datum) * n);
+	int64	   *ids;
+	int		   *attempts;
+	Datum	   *statuses;
 
 	if (n == 0)
 		return;
+	ids = palloc(sizeof(int64) * n);
+	attempts = palloc(sizeof(int) * n);
+	statuses = palloc(sizeof(Datum) * n);
 	for (int i = 0; i < n; i++)
 	{
 		ids[i] = handled[i]->job_id;
