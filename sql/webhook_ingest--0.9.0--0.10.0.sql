@@ -1790,6 +1790,218 @@ END
 $fn$;
 
 /*
+ * (Since 0.10.0 a step that makes partitions moves nothing.)  One step of the move of 0.5.0's rows: the next n rows of jobs_legacy by
+ * id, done ones to job_history (those past retention are left behind),
+ * cancelled ones to the queue; when all are moved, jobs_legacy is
+ * truncated (its disk back at once).  One short transaction, the worker's.
+ * A step that has to make partitions of job_history for those rows makes
+ * them and moves nothing (the rows go in the next step, once readers can
+ * see the partitions).  Returns the rows looked at, 1 for such a step (0:
+ * nothing left).
+ */
+CREATE OR REPLACE FUNCTION webhook_ingest._move_legacy_jobs(n integer)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    m webhook_ingest.legacy_migration;
+    hi bigint;
+    keep_from timestamptz := now() - coalesce(webhook_ingest._retention(), interval '1000 years');
+    oldest timestamptz;
+    covered tstzrange[];
+BEGIN
+    SELECT * INTO m FROM webhook_ingest.legacy_migration FOR UPDATE;
+    IF m.moved_upto >= m.last_id THEN
+        IF NOT m.jobs_truncated THEN
+            BEGIN
+                TRUNCATE webhook_ingest.jobs_legacy;
+                UPDATE webhook_ingest.legacy_migration SET jobs_truncated = true;
+            EXCEPTION WHEN lock_not_available THEN
+                NULL;       -- a reader of the jobs view holds it: next round
+            END;
+        END IF;
+        RETURN 0;
+    END IF;
+    SELECT max(b.id) INTO hi
+      FROM (SELECT l.id FROM webhook_ingest.jobs_legacy l WHERE l.id > m.moved_upto ORDER BY l.id LIMIT n) b;
+    hi := coalesce(hi, m.last_id);
+    SELECT min(l.finished_at) INTO oldest FROM webhook_ingest.jobs_legacy l
+     WHERE l.id > m.moved_upto AND l.id <= hi AND l.state = 'done' AND l.finished_at >= keep_from;
+    IF oldest IS NOT NULL AND webhook_ingest._ensure_partitions('webhook_ingest.job_history', oldest, now()) > 0 THEN
+        RETURN 1;   -- rows move into a partition made now from the next round (see _packed_partition_for)
+    END IF;
+    INSERT INTO webhook_ingest.done_batches (finished_at, done_lsn)
+    SELECT l.finished_at, max(l.done_lsn) FROM webhook_ingest.jobs_legacy l
+     WHERE l.id > m.moved_upto AND l.id <= hi AND l.state = 'done' AND l.done_lsn IS NOT NULL
+       AND l.finished_at >= keep_from
+     GROUP BY l.finished_at
+    ON CONFLICT (finished_at) DO UPDATE SET done_lsn = greatest(done_batches.done_lsn, EXCLUDED.done_lsn);
+    -- (into the partitions where they cover the job's time, else the overflow)
+    covered := ARRAY(SELECT tstzrange(p.lower_bound, p.upper_bound)
+                       FROM webhook_ingest._partitions('webhook_ingest.job_history') p);
+    WITH moved AS (
+        SELECT l.id, l.finished_at, l.created_at, l.started_at, s.id AS source_id, l.events,
+               least(l.attempts, 32767) AS attempts, l.last_status, l.external_id,
+               l.finished_at <@ ANY (covered) AS in_partitions
+          FROM webhook_ingest.jobs_legacy l
+          JOIN webhook_ingest.sources s ON s.name = l.source
+         WHERE l.id > m.moved_upto AND l.id <= hi AND l.state = 'done' AND l.finished_at >= keep_from),
+    into_partitions AS (
+        INSERT INTO webhook_ingest.job_history (id, finished_at, created_at, started_at, source_id, events,
+                                                attempts, last_status, external_id)
+        SELECT id, finished_at, created_at, started_at, source_id, events, attempts, last_status, external_id
+          FROM moved WHERE in_partitions)
+    INSERT INTO webhook_ingest.job_history_overflow (id, finished_at, created_at, started_at, source_id, events,
+                                                     attempts, last_status, external_id)
+    SELECT id, finished_at, created_at, started_at, source_id, events, attempts, last_status, external_id
+      FROM moved WHERE NOT in_partitions;
+    INSERT INTO webhook_ingest.queue (id, source, external_id, state, payload, events, refetch, attempts,
+                                      last_error, last_status, created_at, updated_at, next_attempt_at,
+                                      lease_until, worker_pid, finished_at, started_at)
+    SELECT l.id, l.source, l.external_id, l.state, l.payload, l.events, l.refetch, l.attempts, l.last_error,
+           l.last_status, l.created_at, l.updated_at, l.next_attempt_at, l.lease_until, l.worker_pid,
+           l.finished_at, l.started_at
+      FROM webhook_ingest.jobs_legacy l
+     WHERE l.id > m.moved_upto AND l.id <= hi AND l.state <> 'done';
+    UPDATE webhook_ingest.legacy_migration SET moved_upto = hi;
+    RETURN greatest(hi - m.moved_upto, 1);
+END
+$fn$;
+
+/*
+ * (Since 0.10.0 it keeps emptied partitions while 0.5.0's rows move.)  The storage round, with the packing: history settled for a
+ * minute packed, the partitions of job_history it empties dropped once
+ * their time is past (their disk back), those of job_history_packed past
+ * retention dropped.
+ */
+CREATE OR REPLACE FUNCTION webhook_ingest._maintain_storage(move_batch integer DEFAULT 5000,
+    OUT behind boolean, OUT history_until timestamptz, OUT kept_until timestamptz)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    width interval := webhook_ingest._partition_width();
+    retention interval := webhook_ingest._retention();
+    keep interval;
+    removed bigint;
+    pack record;
+    p record;
+    holds_rows boolean;
+    legacy_moving boolean;
+BEGIN
+    behind := false;
+    -- (expired ones and those made ahead at another width)
+    PERFORM webhook_ingest._drop_partitions('webhook_ingest.job_history',
+                                             CASE WHEN retention IS NULL THEN '-infinity' ELSE now() - retention END);
+    PERFORM webhook_ingest._drop_partitions('webhook_ingest.job_history_packed',
+                                             CASE WHEN retention IS NULL THEN '-infinity' ELSE now() - retention END);
+    PERFORM webhook_ingest._drop_partitions('webhook_ingest.kept_payloads', now());
+    PERFORM webhook_ingest._ensure_partitions('webhook_ingest.job_history', now(), now() + 3 * width);
+    SELECT max(s.keep_payloads) INTO keep FROM webhook_ingest.sources s;
+    IF keep IS NOT NULL THEN
+        PERFORM webhook_ingest._ensure_partitions('webhook_ingest.kept_payloads', now(), now() + keep + width);
+    END IF;
+    DELETE FROM webhook_ingest.kept_payloads_overflow d
+     WHERE d.ctid = ANY (ARRAY(SELECT x.ctid FROM webhook_ingest.kept_payloads_overflow x
+                                WHERE x.kept_until <= now() LIMIT 1000));
+    IF retention IS NOT NULL THEN
+        DELETE FROM webhook_ingest.job_history_overflow d
+         WHERE d.ctid = ANY (ARRAY(SELECT x.ctid FROM webhook_ingest.job_history_overflow x
+                                    WHERE x.finished_at < now() - retention LIMIT 1000));
+        GET DIAGNOSTICS removed = ROW_COUNT;
+        behind := removed = 1000;
+        DELETE FROM webhook_ingest.done_batches b
+         WHERE b.finished_at = ANY (ARRAY(SELECT x.finished_at FROM webhook_ingest.done_batches x
+                                           WHERE x.finished_at < now() - retention - width
+                                           ORDER BY x.finished_at LIMIT 10000));
+        GET DIAGNOSTICS removed = ROW_COUNT;
+        behind := behind OR removed = 10000;
+        DELETE FROM webhook_ingest.queue q
+         WHERE q.id = ANY (ARRAY(SELECT c.id FROM webhook_ingest.queue c
+                                  WHERE c.state <> ALL ('{pending,running,dead}'::webhook_ingest.job_state[])
+                                    AND c.finished_at < now() - retention
+                                  ORDER BY c.finished_at LIMIT 1000 FOR UPDATE SKIP LOCKED))
+           AND q.state = 'cancelled';
+        GET DIAGNOSTICS removed = ROW_COUNT;
+        behind := behind OR removed = 1000;
+    END IF;
+    IF webhook_ingest._move_legacy_jobs(move_batch) > 0 THEN
+        behind := true;
+    END IF;
+    SELECT * INTO pack FROM webhook_ingest._pack_history(now() - interval '1 minute');
+    behind := behind OR pack.behind;
+    -- Emptied by the packing: a partition whose time is past is dropped (five
+    -- minutes on: a completion batch, handler included, is shorter; and not
+    -- while 0.5.0's rows are moving, whose partitions are made a round before
+    -- rows move into them); the one taking rows has its indexes rebuilt once
+    -- they are big and it is empty (after a burst, say), so what they held
+    -- goes back too.
+    SELECT coalesce(bool_or(m.moved_upto < m.last_id), false) INTO legacy_moving FROM webhook_ingest.legacy_migration m;
+    FOR p IN SELECT * FROM webhook_ingest._partitions('webhook_ingest.job_history')
+              WHERE lower_bound <= now() LOOP
+        EXECUTE format('SELECT EXISTS (SELECT FROM (SELECT h.id FROM webhook_ingest.%I h ORDER BY h.id LIMIT 1) x)',
+                       p.name) INTO holds_rows;
+        CONTINUE WHEN holds_rows;
+        IF p.upper_bound <= now() - interval '5 minutes' AND NOT legacy_moving THEN
+            EXIT WHEN webhook_ingest._drop_partition(p.name) = 'locked';       -- next round
+        ELSIF p.upper_bound > now()
+              AND pg_catalog.pg_indexes_size(format('webhook_ingest.%I', p.name)::regclass) > 262144 THEN
+            BEGIN
+                EXECUTE format('REINDEX TABLE webhook_ingest.%I', p.name);
+            EXCEPTION WHEN lock_not_available THEN
+                NULL;       -- next round
+            END;
+        END IF;
+    END LOOP;
+    history_until := webhook_ingest._horizon('webhook_ingest.job_history');
+    kept_until := webhook_ingest._horizon('webhook_ingest.kept_payloads');
+END
+$fn$;
+
+DROP FUNCTION webhook_ingest._packed_partition_for(timestamptz, timestamptz);
+/*
+ * (0.8.0's returned a boolean: 'made' is new.)  A partition of job_history_packed with the bounds of a partition of
+ * job_history (made alone and attached, a member of the extension, as
+ * _ensure_partitions makes them), unless one holding that time exists.
+ * Returns 'ready' when the time [lower, upper) can be packed now; 'made'
+ * when this call made its partition: rows move into it from the next
+ * transaction on, so that no reader sees them leave job_history before it
+ * can see the new partition (ATTACH takes only SHARE UPDATE EXCLUSIVE on
+ * the parent, and a reader's transaction that already holds its lock keeps
+ * plans made with the old list of partitions); 'unavailable' when a packed
+ * partition overlaps it only in part (retention changed the width since:
+ * those rows stay where they are until retention drops them) or, under
+ * lock_timeout, when it cannot be made now.
+ */
+CREATE FUNCTION webhook_ingest._packed_partition_for(lower timestamptz, upper timestamptz)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    part text := format('job_history_packed_p%s', to_char(lower AT TIME ZONE 'UTC', 'YYYYMMDD"_"HH24MI'));
+BEGIN
+    IF EXISTS (SELECT FROM webhook_ingest._partitions('webhook_ingest.job_history_packed') p
+                WHERE p.lower_bound <= lower AND upper <= p.upper_bound) THEN
+        RETURN 'ready';
+    END IF;
+    IF EXISTS (SELECT FROM webhook_ingest._partitions('webhook_ingest.job_history_packed') p
+                WHERE p.lower_bound < upper AND lower < p.upper_bound) THEN
+        RETURN 'unavailable';
+    END IF;
+    EXECUTE format('CREATE TABLE webhook_ingest.%I (LIKE webhook_ingest.job_history_packed)', part);
+    EXECUTE format('ALTER TABLE webhook_ingest.job_history_packed ATTACH PARTITION webhook_ingest.%I FOR VALUES FROM (%L) TO (%L)',
+                   part, lower, upper);
+    EXECUTE format('ALTER EXTENSION webhook_ingest ADD TABLE webhook_ingest.%I', part);
+    RETURN 'made';
+EXCEPTION WHEN lock_not_available OR duplicate_table THEN
+    RETURN 'unavailable';       -- next round
+END
+$fn$;
+REVOKE ALL ON FUNCTION webhook_ingest._packed_partition_for(lower timestamp with time zone, upper timestamp with time zone) FROM PUBLIC;
+
+/*
  * 0.8.0's packing, the rows keyed as they are made: their object keys'
  * bits (from how many jobs their partition is expected to hold: what the
  * one before it held, or what it holds so far), the checks, last_finished
@@ -1822,7 +2034,15 @@ BEGIN
     END;
     FOR p IN SELECT * FROM webhook_ingest._partitions('webhook_ingest.job_history')
               WHERE lower_bound < settled_before ORDER BY lower_bound LOOP
-        CONTINUE WHEN NOT webhook_ingest._packed_partition_for(p.lower_bound, p.upper_bound);
+        CASE webhook_ingest._packed_partition_for(p.lower_bound, p.upper_bound)
+            WHEN 'ready' THEN
+                NULL;
+            WHEN 'made' THEN
+                behind := true;     -- its rows move from the next round on
+                CONTINUE;
+            ELSE
+                CONTINUE;
+        END CASE;
         -- (each chunk's successor is looked for from where it ended, by the id
         -- index: not through the dead index entries of the chunks packed before it)
         EXECUTE format('SELECT min(h.id) FROM webhook_ingest.%I h WHERE h.finished_at < $1', p.name)

@@ -1622,7 +1622,10 @@ REVOKE ALL ON FUNCTION webhook_ingest._jobs_write() FROM PUBLIC;
  * id, done ones to job_history (those past retention are left behind),
  * cancelled ones to the queue; when all are moved, jobs_legacy is
  * truncated (its disk back at once).  One short transaction, the worker's.
- * Returns the rows looked at (0: nothing left).
+ * A step that has to make partitions of job_history for those rows makes
+ * them and moves nothing (the rows go in the next step, once readers can
+ * see the partitions).  Returns the rows looked at, 1 for such a step (0:
+ * nothing left).
  */
 CREATE FUNCTION webhook_ingest._move_legacy_jobs(n integer)
 RETURNS bigint
@@ -1653,8 +1656,8 @@ BEGIN
     hi := coalesce(hi, m.last_id);
     SELECT min(l.finished_at) INTO oldest FROM webhook_ingest.jobs_legacy l
      WHERE l.id > m.moved_upto AND l.id <= hi AND l.state = 'done' AND l.finished_at >= keep_from;
-    IF oldest IS NOT NULL THEN
-        PERFORM webhook_ingest._ensure_partitions('webhook_ingest.job_history', oldest, now());
+    IF oldest IS NOT NULL AND webhook_ingest._ensure_partitions('webhook_ingest.job_history', oldest, now()) > 0 THEN
+        RETURN 1;   -- rows move into a partition made now from the next round (see _packed_partition_for)
     END IF;
     INSERT INTO webhook_ingest.done_batches (finished_at, done_lsn)
     SELECT l.finished_at, max(l.done_lsn) FROM webhook_ingest.jobs_legacy l
@@ -1827,7 +1830,15 @@ BEGIN
     END;
     FOR p IN SELECT * FROM webhook_ingest._partitions('webhook_ingest.job_history')
               WHERE lower_bound < settled_before ORDER BY lower_bound LOOP
-        CONTINUE WHEN NOT webhook_ingest._packed_partition_for(p.lower_bound, p.upper_bound);
+        CASE webhook_ingest._packed_partition_for(p.lower_bound, p.upper_bound)
+            WHEN 'ready' THEN
+                NULL;
+            WHEN 'made' THEN
+                behind := true;     -- its rows move from the next round on
+                CONTINUE;
+            ELSE
+                CONTINUE;
+        END CASE;
         -- (each chunk's successor is looked for from where it ended, by the id
         -- index: not through the dead index entries of the chunks packed before it)
         EXECUTE format('SELECT min(h.id) FROM webhook_ingest.%I h WHERE h.finished_at < $1', p.name)
@@ -2277,14 +2288,19 @@ REVOKE ALL ON FUNCTION webhook_ingest._drop_partitions(parent regclass, upto tim
 /*
  * A partition of job_history_packed with the bounds of a partition of
  * job_history (made alone and attached, a member of the extension, as
- * _ensure_partitions makes them), unless one holding that time exists:
- * true when the time [lower, upper) can be packed.  False when a packed
- * partition overlaps it only in part (retention changed the width since):
- * those rows stay where they are until retention drops them.  Under
- * lock_timeout: false when it cannot be made now.
+ * _ensure_partitions makes them), unless one holding that time exists.
+ * Returns 'ready' when the time [lower, upper) can be packed now; 'made'
+ * when this call made its partition: rows move into it from the next
+ * transaction on, so that no reader sees them leave job_history before it
+ * can see the new partition (ATTACH takes only SHARE UPDATE EXCLUSIVE on
+ * the parent, and a reader's transaction that already holds its lock keeps
+ * plans made with the old list of partitions); 'unavailable' when a packed
+ * partition overlaps it only in part (retention changed the width since:
+ * those rows stay where they are until retention drops them) or, under
+ * lock_timeout, when it cannot be made now.
  */
 CREATE FUNCTION webhook_ingest._packed_partition_for(lower timestamptz, upper timestamptz)
-RETURNS boolean
+RETURNS text
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $fn$
@@ -2293,19 +2309,19 @@ DECLARE
 BEGIN
     IF EXISTS (SELECT FROM webhook_ingest._partitions('webhook_ingest.job_history_packed') p
                 WHERE p.lower_bound <= lower AND upper <= p.upper_bound) THEN
-        RETURN true;
+        RETURN 'ready';
     END IF;
     IF EXISTS (SELECT FROM webhook_ingest._partitions('webhook_ingest.job_history_packed') p
                 WHERE p.lower_bound < upper AND lower < p.upper_bound) THEN
-        RETURN false;
+        RETURN 'unavailable';
     END IF;
     EXECUTE format('CREATE TABLE webhook_ingest.%I (LIKE webhook_ingest.job_history_packed)', part);
     EXECUTE format('ALTER TABLE webhook_ingest.job_history_packed ATTACH PARTITION webhook_ingest.%I FOR VALUES FROM (%L) TO (%L)',
                    part, lower, upper);
     EXECUTE format('ALTER EXTENSION webhook_ingest ADD TABLE webhook_ingest.%I', part);
-    RETURN true;
+    RETURN 'made';
 EXCEPTION WHEN lock_not_available OR duplicate_table THEN
-    RETURN false;       -- next round
+    RETURN 'unavailable';       -- next round
 END
 $fn$;
 REVOKE ALL ON FUNCTION webhook_ingest._packed_partition_for(lower timestamp with time zone, upper timestamp with time zone) FROM PUBLIC;
@@ -2329,6 +2345,7 @@ DECLARE
     pack record;
     p record;
     holds_rows boolean;
+    legacy_moving boolean;
 BEGIN
     behind := false;
     -- (expired ones and those made ahead at another width)
@@ -2372,15 +2389,18 @@ BEGIN
     SELECT * INTO pack FROM webhook_ingest._pack_history(now() - interval '1 minute');
     behind := behind OR pack.behind;
     -- Emptied by the packing: a partition whose time is past is dropped (five
-    -- minutes on: a completion batch, handler included, is shorter); the one
-    -- taking rows has its indexes rebuilt once they are big and it is empty
-    -- (after a burst, say), so what they held goes back too.
+    -- minutes on: a completion batch, handler included, is shorter; and not
+    -- while 0.5.0's rows are moving, whose partitions are made a round before
+    -- rows move into them); the one taking rows has its indexes rebuilt once
+    -- they are big and it is empty (after a burst, say), so what they held
+    -- goes back too.
+    SELECT coalesce(bool_or(m.moved_upto < m.last_id), false) INTO legacy_moving FROM webhook_ingest.legacy_migration m;
     FOR p IN SELECT * FROM webhook_ingest._partitions('webhook_ingest.job_history')
               WHERE lower_bound <= now() LOOP
         EXECUTE format('SELECT EXISTS (SELECT FROM (SELECT h.id FROM webhook_ingest.%I h ORDER BY h.id LIMIT 1) x)',
                        p.name) INTO holds_rows;
         CONTINUE WHEN holds_rows;
-        IF p.upper_bound <= now() - interval '5 minutes' THEN
+        IF p.upper_bound <= now() - interval '5 minutes' AND NOT legacy_moving THEN
             EXIT WHEN webhook_ingest._drop_partition(p.name) = 'locked';       -- next round
         ELSIF p.upper_bound > now()
               AND pg_catalog.pg_indexes_size(format('webhook_ingest.%I', p.name)::regclass) > 262144 THEN

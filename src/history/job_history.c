@@ -39,6 +39,7 @@
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
@@ -208,6 +209,15 @@ begin_call(FunctionCallInfo fcinfo, int *which, Datum *args, char *nulls, WiSave
 	*which = narrowing(fcinfo, args, nulls);
 	if (*which < 0)
 		return false;
+
+	/*
+	 * A partition attached to job_history_packed since this transaction took
+	 * its lock on it invalidates no plan of ours until invalidations are read,
+	 * and taking a lock already held reads none: read them now, so that the
+	 * plans below see every partition committed before this statement's
+	 * snapshot (the packing moves rows into one only after it committed).
+	 */
+	AcceptInvalidationMessages();
 	wi_become_owner(fcinfo, saved);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
