@@ -1658,8 +1658,11 @@ LANGUAGE C STABLE CALLED ON NULL INPUT ROWS 1000 SUPPORT webhook_ingest._packed_
 /*
  * The jobs view's parts gain attempt_error: the last failed attempt's error
  * (a queued job's last_error; a done job's, kept in its history row).
- * _jobs_all is their union with it, read by history(); jobs is _jobs_all
- * with 0.5.0's columns, as before.  _jobs_queued's filter holds for every
+ * _jobs_all is their union with it, read by history(); jobs is the union
+ * of their 0.5.0 columns, as before (not a view over _jobs_all: each level
+ * of views is one more copy of the whole tree for the planner to make, on
+ * every statement that is not prepared; the branches' sources only id and
+ * name for the same reason).  _jobs_queued's filter holds for every
  * row, but spelled as two cases it lets the planner find a queued object's
  * jobs through both partial indexes (a BitmapOr).
  */
@@ -1686,7 +1689,7 @@ SELECT h.id, s.name, h.external_id, 'done'::webhook_ingest.job_state, k.payload,
        NULL::timestamptz, NULL::integer, h.finished_at, h.started_at, b.done_lsn, h.last_error
   FROM (SELECT * FROM webhook_ingest.job_history
         UNION ALL SELECT * FROM webhook_ingest.job_history_overflow) h
-  JOIN webhook_ingest.sources s ON s.id = h.source_id
+  JOIN (SELECT s.id, s.name FROM webhook_ingest.sources s) s ON s.id = h.source_id
   LEFT JOIN webhook_ingest.done_batches b ON b.finished_at = h.finished_at
   LEFT JOIN (SELECT * FROM webhook_ingest.kept_payloads
              UNION ALL SELECT * FROM webhook_ingest.kept_payloads_overflow) k
@@ -1700,7 +1703,7 @@ SELECT h.id, s.name, h.external_id, 'done'::webhook_ingest.job_state, k.payload,
        h.attempts::integer, NULL::text, h.last_status::integer, h.created_at, h.finished_at, h.finished_at,
        NULL::timestamptz, NULL::integer, h.finished_at, h.started_at, b.done_lsn, h.last_error
   FROM webhook_ingest._packed_jobs(NULL::bigint, NULL::text[], NULL::timestamptz, NULL::timestamptz) h
-  JOIN webhook_ingest.sources s ON s.id = h.source_id
+  JOIN (SELECT s.id, s.name FROM webhook_ingest.sources s) s ON s.id = h.source_id
   LEFT JOIN webhook_ingest.done_batches b ON b.finished_at = h.finished_at
   LEFT JOIN (SELECT * FROM webhook_ingest.kept_payloads
              UNION ALL SELECT * FROM webhook_ingest.kept_payloads_overflow) k
@@ -1727,10 +1730,21 @@ SELECT * FROM webhook_ingest._jobs_unmoved;
 COMMENT ON VIEW webhook_ingest._jobs_all IS
     'every job, with the jobs view''s columns and attempt_error (the last failed attempt''s error, done jobs'' too)';
 CREATE OR REPLACE VIEW webhook_ingest.jobs WITH (security_barrier) AS
-SELECT a.id, a.source, a.external_id, a.state, a.payload, a.events, a.refetch, a.attempts, a.last_error,
-       a.last_status, a.created_at, a.updated_at, a.next_attempt_at, a.lease_until, a.worker_pid, a.finished_at,
-       a.started_at, a.done_lsn
-  FROM webhook_ingest._jobs_all a;
+SELECT id, source, external_id, state, payload, events, refetch, attempts, last_error, last_status,
+       created_at, updated_at, next_attempt_at, lease_until, worker_pid, finished_at, started_at, done_lsn
+  FROM webhook_ingest._jobs_queued
+UNION ALL
+SELECT id, source, external_id, state, payload, events, refetch, attempts, last_error, last_status,
+       created_at, updated_at, next_attempt_at, lease_until, worker_pid, finished_at, started_at, done_lsn
+  FROM webhook_ingest._jobs_finished
+UNION ALL
+SELECT id, source, external_id, state, payload, events, refetch, attempts, last_error, last_status,
+       created_at, updated_at, next_attempt_at, lease_until, worker_pid, finished_at, started_at, done_lsn
+  FROM webhook_ingest._jobs_packed
+UNION ALL
+SELECT id, source, external_id, state, payload, events, refetch, attempts, last_error, last_status,
+       created_at, updated_at, next_attempt_at, lease_until, worker_pid, finished_at, started_at, done_lsn
+  FROM webhook_ingest._jobs_unmoved;
 DROP FUNCTION webhook_ingest._packed_jobs(bigint);
 -- EXPLAIN of what _packed_jobs runs for these arguments (for operators, and the plan tests)
 CREATE FUNCTION webhook_ingest._packed_jobs_plan(job_id bigint DEFAULT NULL, external_ids text[] DEFAULT NULL,

@@ -2005,6 +2005,10 @@ INSERT INTO webhook_ingest.legacy_migration (moved_upto, last_id, events_truncat
  * indexes).  A barrier on the UNION ALL alone would not do (audit 0.6.0
  * storage, finding 2): the planner flattens it into an append of its
  * branches, and a caller's leaky qual then ran below a branch's filter.
+ * jobs is that UNION ALL itself, not a view over _jobs_all: every level of
+ * views is one more copy of the whole tree for the planner (each branch's
+ * sources only id and name, for the same reason), which an object's
+ * lookup typed in psql pays on each statement (issue 28).
  */
 CREATE VIEW webhook_ingest._jobs_queued (id, source, external_id, state, payload, events, refetch, attempts,
     last_error, last_status, created_at, updated_at, next_attempt_at, lease_until, worker_pid, finished_at, started_at,
@@ -2028,7 +2032,7 @@ SELECT h.id, s.name, h.external_id, 'done'::webhook_ingest.job_state, k.payload,
        NULL::timestamptz, NULL::integer, h.finished_at, h.started_at, b.done_lsn, h.last_error
   FROM (SELECT * FROM webhook_ingest.job_history
         UNION ALL SELECT * FROM webhook_ingest.job_history_overflow) h
-  JOIN webhook_ingest.sources s ON s.id = h.source_id
+  JOIN (SELECT s.id, s.name FROM webhook_ingest.sources s) s ON s.id = h.source_id
   LEFT JOIN webhook_ingest.done_batches b ON b.finished_at = h.finished_at
   LEFT JOIN (SELECT * FROM webhook_ingest.kept_payloads
              UNION ALL SELECT * FROM webhook_ingest.kept_payloads_overflow) k
@@ -2044,7 +2048,7 @@ SELECT h.id, s.name, h.external_id, 'done'::webhook_ingest.job_state, k.payload,
        h.attempts::integer, NULL::text, h.last_status::integer, h.created_at, h.finished_at, h.finished_at,
        NULL::timestamptz, NULL::integer, h.finished_at, h.started_at, b.done_lsn, h.last_error
   FROM webhook_ingest._packed_jobs(NULL::bigint, NULL::text[], NULL::timestamptz, NULL::timestamptz) h
-  JOIN webhook_ingest.sources s ON s.id = h.source_id
+  JOIN (SELECT s.id, s.name FROM webhook_ingest.sources s) s ON s.id = h.source_id
   LEFT JOIN webhook_ingest.done_batches b ON b.finished_at = h.finished_at
   LEFT JOIN (SELECT * FROM webhook_ingest.kept_payloads
              UNION ALL SELECT * FROM webhook_ingest.kept_payloads_overflow) k
@@ -2076,10 +2080,21 @@ COMMENT ON VIEW webhook_ingest._jobs_all IS 'every job, with the jobs view''s co
 GRANT SELECT ON TABLE webhook_ingest._jobs_all TO webhook_ingest_admin;
 
 CREATE VIEW webhook_ingest.jobs WITH (security_barrier) AS
-SELECT a.id, a.source, a.external_id, a.state, a.payload, a.events, a.refetch, a.attempts, a.last_error,
-       a.last_status, a.created_at, a.updated_at, a.next_attempt_at, a.lease_until, a.worker_pid, a.finished_at,
-       a.started_at, a.done_lsn
-  FROM webhook_ingest._jobs_all a;
+SELECT id, source, external_id, state, payload, events, refetch, attempts, last_error, last_status,
+       created_at, updated_at, next_attempt_at, lease_until, worker_pid, finished_at, started_at, done_lsn
+  FROM webhook_ingest._jobs_queued
+UNION ALL
+SELECT id, source, external_id, state, payload, events, refetch, attempts, last_error, last_status,
+       created_at, updated_at, next_attempt_at, lease_until, worker_pid, finished_at, started_at, done_lsn
+  FROM webhook_ingest._jobs_finished
+UNION ALL
+SELECT id, source, external_id, state, payload, events, refetch, attempts, last_error, last_status,
+       created_at, updated_at, next_attempt_at, lease_until, worker_pid, finished_at, started_at, done_lsn
+  FROM webhook_ingest._jobs_packed
+UNION ALL
+SELECT id, source, external_id, state, payload, events, refetch, attempts, last_error, last_status,
+       created_at, updated_at, next_attempt_at, lease_until, worker_pid, finished_at, started_at, done_lsn
+  FROM webhook_ingest._jobs_unmoved;
 COMMENT ON VIEW webhook_ingest.jobs IS 'every job, as 0.5.0''s jobs table showed it: queue, job_history and job_history_packed (payload NULL unless kept) and rows not yet moved';
 GRANT SELECT ON TABLE webhook_ingest.jobs TO webhook_ingest_admin;
 GRANT SELECT(id) ON TABLE webhook_ingest.jobs TO webhook_ingest_enqueue;

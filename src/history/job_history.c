@@ -78,9 +78,13 @@ PG_FUNCTION_INFO_V1(webhook_ingest_packed_jobs_plan);
 	"       AS u(id, finished_at, created_at, started_at, source_id, events, attempts, last_status, " \
 	"            external_id" errors_column ") " \
 	"  JOIN webhook_ingest.sources s ON s.id OPERATOR(pg_catalog.=) u.source_id WHERE true "
-#define MATCHING_JOBS_SQL(array, errors) \
-	"SELECT p.ids[x.k], p.finished[x.k], p.created[x.k], p.started[x.k], p.source_ids[x.k], p.events[x.k], " \
-	"       p.attempts[x.k], p.statuses[x.k], p.external_ids[x.k], " errors ", s.name " \
+/*
+ * (the array unnested gives its element as x.v: read again as p.array[x.k]
+ * it would be fetched from TOAST once more, for each job found)
+ */
+#define MATCHING_JOBS_SQL(array, id, external_id, errors) \
+	"SELECT " id ", p.finished[x.k], p.created[x.k], p.started[x.k], p.source_ids[x.k], p.events[x.k], " \
+	"       p.attempts[x.k], p.statuses[x.k], " external_id ", " errors ", s.name " \
 	"  FROM webhook_ingest.job_history_packed p " \
 	"  CROSS JOIN LATERAL pg_catalog.unnest(p." array ") WITH ORDINALITY AS x(v, k) " \
 	"  JOIN webhook_ingest.sources s ON s.id OPERATOR(pg_catalog.=) p.source_ids[x.k] WHERE true "
@@ -109,12 +113,12 @@ PG_FUNCTION_INFO_V1(webhook_ingest_packed_jobs_plan);
 #define OF_080		5
 static const char *const packed_jobs_sql[7] = {
 	ALL_JOBS_SQL(UNNEST_ERRORS, ", last_error", "u.last_error"),
-	MATCHING_JOBS_SQL("external_ids", ERRORS) BY_OBJECT_SQL,
+	MATCHING_JOBS_SQL("external_ids", "p.ids[x.k]", "x.v", ERRORS) BY_OBJECT_SQL,
 	ALL_JOBS_SQL(UNNEST_ERRORS, ", last_error", "u.last_error") BY_TIME_SQL("u.finished_at"),
-	MATCHING_JOBS_SQL("external_ids", ERRORS) BY_OBJECT_SQL BY_TIME_SQL("p.finished[x.k]"),
-	MATCHING_JOBS_SQL("ids", ERRORS) BY_ID_SQL,
+	MATCHING_JOBS_SQL("external_ids", "p.ids[x.k]", "x.v", ERRORS) BY_OBJECT_SQL BY_TIME_SQL("p.finished[x.k]"),
+	MATCHING_JOBS_SQL("ids", "x.v", "p.external_ids[x.k]", ERRORS) BY_ID_SQL,
 	ALL_JOBS_SQL("", "", NO_ERRORS),
-	MATCHING_JOBS_SQL("ids", NO_ERRORS) BY_ID_SQL
+	MATCHING_JOBS_SQL("ids", "x.v", "p.external_ids[x.k]", NO_ERRORS) BY_ID_SQL
 };
 
 static Oid	packed_jobs_argtypes[6] = {INT8OID, TEXTARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT4ARRAYOID,

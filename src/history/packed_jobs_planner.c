@@ -21,10 +21,8 @@
 #include "postgres.h"
 
 #include "catalog/namespace.h"
-#include "catalog/pg_am.h"
 #include "catalog/pg_opfamily.h"
 #include "catalog/pg_type.h"
-#include "commands/defrem.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "nodes/supportnodes.h"
@@ -35,6 +33,7 @@
 #include "optimizer/paths.h"
 #include "parser/parse_coerce.h"
 #include "utils/lsyscache.h"
+#include "utils/typcache.h"
 
 #include "webhook_ingest.h"
 #include "packed_jobs.h"
@@ -148,13 +147,15 @@ column_of(Node *node, Index rti)
 	return var->varattno;
 }
 
-/* The btree operator family a column's own type sorts by. */
+/*
+ * The btree operator family a column's own type sorts by (from the type
+ * cache: GetDefaultOpClass scans pg_opclass, for each clause of each
+ * statement planned).
+ */
 static Oid
 btree_family(Oid type)
 {
-	Oid			opclass = GetDefaultOpClass(type, BTREE_AM_OID);
-
-	return OidIsValid(opclass) ? get_opclass_family(opclass) : InvalidOid;
+	return lookup_type_cache(type, TYPECACHE_BTREE_OPFAMILY)->btree_opf;
 }
 
 static Node *

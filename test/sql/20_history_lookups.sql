@@ -206,6 +206,19 @@ SELECT pg_temp.plan_shape($$SELECT "webhook_ingest"."jobs"."id", "webhook_ingest
                              WHERE ("webhook_ingest"."jobs"."external_id" = 'obj-7'
                                     AND "webhook_ingest"."jobs"."source" = 'hl_a')
                              ORDER BY "webhook_ingest"."jobs"."id" DESC LIMIT 1$$);
+-- jobs is the UNION ALL of its branches itself, flattened into the statement: the plan's top is
+-- their Append (a view over _jobs_all was a subquery of its own, one more level of views, and
+-- of copies of their tree, to plan for each statement; "Subquery Scan on jobs" then)
+CREATE FUNCTION pg_temp.plan_top(q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    l text;
+BEGIN
+    FOR l IN EXECUTE 'EXPLAIN (COSTS OFF) ' || q LOOP
+        RETURN l;
+    END LOOP;
+END
+$$;
+SELECT pg_temp.plan_top($$SELECT id, state FROM webhook_ingest.jobs WHERE source = 'hl_a' AND external_id = 'obj-7'$$) AS top;
 -- time windows: the queue's finished_at index, job_history's BRIN, the packed history narrowed
 SELECT pg_temp.plan_shape($$SELECT count(*) FROM webhook_ingest.jobs WHERE finished_at > now() - interval '10 seconds'$$);
 SELECT pg_temp.plan_shape($$SELECT id FROM webhook_ingest.jobs
