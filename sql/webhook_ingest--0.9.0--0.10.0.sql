@@ -1804,14 +1804,14 @@ END
 $fn$;
 
 /*
- * (Since 0.10.0 a step that makes partitions moves nothing.)  One step of the move of 0.5.0's rows: the next n rows of jobs_legacy by
+ * (Since 0.10.0 a step makes partitions only with job_history locked.)  One step of the move of 0.5.0's rows: the next n rows of jobs_legacy by
  * id, done ones to job_history (those past retention are left behind),
  * cancelled ones to the queue; when all are moved, jobs_legacy is
  * truncated (its disk back at once).  One short transaction, the worker's.
  * A step that has to make partitions of job_history for those rows makes
- * them and moves nothing (the rows go in the next step, once readers can
- * see the partitions).  Returns the rows looked at, 1 for such a step (0:
- * nothing left).
+ * them under an ACCESS EXCLUSIVE lock on job_history taken with NOWAIT (else
+ * it moves nothing and returns 1: next round).  Returns the rows looked at
+ * (0: nothing left).
  */
 CREATE OR REPLACE FUNCTION webhook_ingest._move_legacy_jobs(n integer)
 RETURNS bigint
@@ -1842,8 +1842,19 @@ BEGIN
     hi := coalesce(hi, m.last_id);
     SELECT min(l.finished_at) INTO oldest FROM webhook_ingest.jobs_legacy l
      WHERE l.id > m.moved_upto AND l.id <= hi AND l.state = 'done' AND l.finished_at >= keep_from;
-    IF oldest IS NOT NULL AND webhook_ingest._ensure_partitions('webhook_ingest.job_history', oldest, now()) > 0 THEN
-        RETURN 1;   -- rows move into a partition made now from the next round (see _packed_partition_for)
+    -- (partitions made for these rows are made with job_history locked: no transaction then holds a lock on
+    -- it, and so none keeps a plan made without them that this step's rows would be hidden from)
+    covered := ARRAY(SELECT tstzrange(p.lower_bound, p.upper_bound)
+                       FROM webhook_ingest._partitions('webhook_ingest.job_history') p);
+    IF EXISTS (SELECT FROM webhook_ingest.jobs_legacy l
+                WHERE l.id > m.moved_upto AND l.id <= hi AND l.state = 'done' AND l.finished_at >= keep_from
+                  AND NOT l.finished_at <@ ANY (covered)) THEN
+        BEGIN
+            LOCK TABLE webhook_ingest.job_history IN ACCESS EXCLUSIVE MODE NOWAIT;
+        EXCEPTION WHEN lock_not_available THEN
+            RETURN 1;   -- a reader or writer of the history: next round
+        END;
+        PERFORM webhook_ingest._ensure_partitions('webhook_ingest.job_history', oldest, now());
     END IF;
     INSERT INTO webhook_ingest.done_batches (finished_at, done_lsn)
     SELECT l.finished_at, max(l.done_lsn) FROM webhook_ingest.jobs_legacy l
@@ -1880,96 +1891,6 @@ BEGIN
      WHERE l.id > m.moved_upto AND l.id <= hi AND l.state <> 'done';
     UPDATE webhook_ingest.legacy_migration SET moved_upto = hi;
     RETURN greatest(hi - m.moved_upto, 1);
-END
-$fn$;
-
-/*
- * (Since 0.10.0 it keeps emptied partitions while 0.5.0's rows move.)  The storage round, with the packing: history settled for a
- * minute packed, the partitions of job_history it empties dropped once
- * their time is past (their disk back), those of job_history_packed past
- * retention dropped.
- */
-CREATE OR REPLACE FUNCTION webhook_ingest._maintain_storage(move_batch integer DEFAULT 5000,
-    OUT behind boolean, OUT history_until timestamptz, OUT kept_until timestamptz)
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $fn$
-DECLARE
-    width interval := webhook_ingest._partition_width();
-    retention interval := webhook_ingest._retention();
-    keep interval;
-    removed bigint;
-    pack record;
-    p record;
-    holds_rows boolean;
-    legacy_moving boolean;
-BEGIN
-    behind := false;
-    -- (expired ones and those made ahead at another width)
-    PERFORM webhook_ingest._drop_partitions('webhook_ingest.job_history',
-                                             CASE WHEN retention IS NULL THEN '-infinity' ELSE now() - retention END);
-    PERFORM webhook_ingest._drop_partitions('webhook_ingest.job_history_packed',
-                                             CASE WHEN retention IS NULL THEN '-infinity' ELSE now() - retention END);
-    PERFORM webhook_ingest._drop_partitions('webhook_ingest.kept_payloads', now());
-    PERFORM webhook_ingest._ensure_partitions('webhook_ingest.job_history', now(), now() + 3 * width);
-    SELECT max(s.keep_payloads) INTO keep FROM webhook_ingest.sources s;
-    IF keep IS NOT NULL THEN
-        PERFORM webhook_ingest._ensure_partitions('webhook_ingest.kept_payloads', now(), now() + keep + width);
-    END IF;
-    DELETE FROM webhook_ingest.kept_payloads_overflow d
-     WHERE d.ctid = ANY (ARRAY(SELECT x.ctid FROM webhook_ingest.kept_payloads_overflow x
-                                WHERE x.kept_until <= now() LIMIT 1000));
-    IF retention IS NOT NULL THEN
-        DELETE FROM webhook_ingest.job_history_overflow d
-         WHERE d.ctid = ANY (ARRAY(SELECT x.ctid FROM webhook_ingest.job_history_overflow x
-                                    WHERE x.finished_at < now() - retention LIMIT 1000));
-        GET DIAGNOSTICS removed = ROW_COUNT;
-        behind := removed = 1000;
-        DELETE FROM webhook_ingest.done_batches b
-         WHERE b.finished_at = ANY (ARRAY(SELECT x.finished_at FROM webhook_ingest.done_batches x
-                                           WHERE x.finished_at < now() - retention - width
-                                           ORDER BY x.finished_at LIMIT 10000));
-        GET DIAGNOSTICS removed = ROW_COUNT;
-        behind := behind OR removed = 10000;
-        DELETE FROM webhook_ingest.queue q
-         WHERE q.id = ANY (ARRAY(SELECT c.id FROM webhook_ingest.queue c
-                                  WHERE c.state <> ALL ('{pending,running,dead}'::webhook_ingest.job_state[])
-                                    AND c.finished_at < now() - retention
-                                  ORDER BY c.finished_at LIMIT 1000 FOR UPDATE SKIP LOCKED))
-           AND q.state = 'cancelled';
-        GET DIAGNOSTICS removed = ROW_COUNT;
-        behind := behind OR removed = 1000;
-    END IF;
-    IF webhook_ingest._move_legacy_jobs(move_batch) > 0 THEN
-        behind := true;
-    END IF;
-    SELECT * INTO pack FROM webhook_ingest._pack_history(now() - interval '1 minute');
-    behind := behind OR pack.behind;
-    -- Emptied by the packing: a partition whose time is past is dropped (five
-    -- minutes on: a completion batch, handler included, is shorter; and not
-    -- while 0.5.0's rows are moving, whose partitions are made a round before
-    -- rows move into them); the one taking rows has its indexes rebuilt once
-    -- they are big and it is empty (after a burst, say), so what they held
-    -- goes back too.
-    SELECT coalesce(bool_or(m.moved_upto < m.last_id), false) INTO legacy_moving FROM webhook_ingest.legacy_migration m;
-    FOR p IN SELECT * FROM webhook_ingest._partitions('webhook_ingest.job_history')
-              WHERE lower_bound <= now() LOOP
-        EXECUTE format('SELECT EXISTS (SELECT FROM (SELECT h.id FROM webhook_ingest.%I h ORDER BY h.id LIMIT 1) x)',
-                       p.name) INTO holds_rows;
-        CONTINUE WHEN holds_rows;
-        IF p.upper_bound <= now() - interval '5 minutes' AND NOT legacy_moving THEN
-            EXIT WHEN webhook_ingest._drop_partition(p.name) = 'locked';       -- next round
-        ELSIF p.upper_bound > now()
-              AND pg_catalog.pg_indexes_size(format('webhook_ingest.%I', p.name)::regclass) > 262144 THEN
-            BEGIN
-                EXECUTE format('REINDEX TABLE webhook_ingest.%I', p.name);
-            EXCEPTION WHEN lock_not_available THEN
-                NULL;       -- next round
-            END;
-        END IF;
-    END LOOP;
-    history_until := webhook_ingest._horizon('webhook_ingest.job_history');
-    kept_until := webhook_ingest._horizon('webhook_ingest.kept_payloads');
 END
 $fn$;
 
@@ -2046,8 +1967,17 @@ BEGIN
     EXCEPTION WHEN lock_not_available THEN
         RETURN;     -- a retry or cancel of a done job is under way: next round
     END;
+    -- (not those past retention, kept only while some object pins them: their packed partition would be
+    -- dropped again at the start of the next round)
     FOR p IN SELECT * FROM webhook_ingest._partitions('webhook_ingest.job_history')
-              WHERE lower_bound < settled_before ORDER BY lower_bound LOOP
+              WHERE lower_bound < settled_before
+                AND upper_bound > now() - coalesce(webhook_ingest._retention(), interval '1000 years')
+              ORDER BY lower_bound LOOP
+        -- (each chunk's successor is looked for from where it ended, by the id
+        -- index: not through the dead index entries of the chunks packed before it)
+        EXECUTE format('SELECT min(h.id) FROM webhook_ingest.%I h WHERE h.finished_at < $1', p.name)
+           INTO lo USING settled_before;
+        CONTINUE WHEN lo IS NULL;
         CASE webhook_ingest._packed_partition_for(p.lower_bound, p.upper_bound)
             WHEN 'ready' THEN
                 NULL;
@@ -2057,10 +1987,6 @@ BEGIN
             ELSE
                 CONTINUE;
         END CASE;
-        -- (each chunk's successor is looked for from where it ended, by the id
-        -- index: not through the dead index entries of the chunks packed before it)
-        EXECUTE format('SELECT min(h.id) FROM webhook_ingest.%I h WHERE h.finished_at < $1', p.name)
-           INTO lo USING settled_before;
         -- (the jobs its packed partition is to hold: as many as the one before it of its width held, or
         -- what it holds so far: their statistics' rows, of at most 128 jobs; and a chunk.  Not what the rate
         -- since the partition began would make of it: after a burst that would be a bucket a job.)
