@@ -1,4 +1,4 @@
-# Issue 28 (audit of the packing fix, finding 1): an expired partition of
+# Issue 28 (audit of the packing fix, test/audit/FINDINGS-0.10.0-packing.md, finding 1): an expired partition of
 # job_history that an app role pins (a view naming it by a regclass
 # constant: it cannot be dropped) does not make the storage round make its
 # packed partition again and again.  Before, each round dropped the expired

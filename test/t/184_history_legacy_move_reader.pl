@@ -1,4 +1,4 @@
-# Issue 28 (audit of the packing fix, finding 2): a reader's transaction that
+# Issue 28 (audit of the packing fix, test/audit/FINDINGS-0.10.0-packing.md, finding 2): a reader's transaction that
 # read the jobs view before the move of 0.5.0's rows had to make a past
 # partition of job_history, and reads it again (PL/pgSQL's cached plans)
 # after more steps of the move, finds every job each time: a step makes
