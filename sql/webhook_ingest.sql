@@ -1654,21 +1654,23 @@ BEGIN
     SELECT max(b.id) INTO hi
       FROM (SELECT l.id FROM webhook_ingest.jobs_legacy l WHERE l.id > m.moved_upto ORDER BY l.id LIMIT n) b;
     hi := coalesce(hi, m.last_id);
-    SELECT min(l.finished_at) INTO oldest FROM webhook_ingest.jobs_legacy l
-     WHERE l.id > m.moved_upto AND l.id <= hi AND l.state = 'done' AND l.finished_at >= keep_from;
-    -- (partitions made for these rows are made with job_history locked: no transaction then holds a lock on
-    -- it, and so none keeps a plan made without them that this step's rows would be hidden from)
+    -- (into the partitions where they cover the job's time, else the overflow; those these rows need are
+    -- made with job_history locked: no transaction then holds a lock on it, and so none keeps a plan made
+    -- without them that this step's rows would be hidden from)
     covered := ARRAY(SELECT tstzrange(p.lower_bound, p.upper_bound)
                        FROM webhook_ingest._partitions('webhook_ingest.job_history') p);
-    IF EXISTS (SELECT FROM webhook_ingest.jobs_legacy l
-                WHERE l.id > m.moved_upto AND l.id <= hi AND l.state = 'done' AND l.finished_at >= keep_from
-                  AND NOT l.finished_at <@ ANY (covered)) THEN
+    SELECT min(l.finished_at) INTO oldest FROM webhook_ingest.jobs_legacy l
+     WHERE l.id > m.moved_upto AND l.id <= hi AND l.state = 'done' AND l.finished_at >= keep_from
+       AND NOT l.finished_at <@ ANY (covered);
+    IF oldest IS NOT NULL THEN
         BEGIN
             LOCK TABLE webhook_ingest.job_history IN ACCESS EXCLUSIVE MODE NOWAIT;
         EXCEPTION WHEN lock_not_available THEN
             RETURN 1;   -- a reader or writer of the history: next round
         END;
         PERFORM webhook_ingest._ensure_partitions('webhook_ingest.job_history', oldest, now());
+        covered := ARRAY(SELECT tstzrange(p.lower_bound, p.upper_bound)
+                           FROM webhook_ingest._partitions('webhook_ingest.job_history') p);
     END IF;
     INSERT INTO webhook_ingest.done_batches (finished_at, done_lsn)
     SELECT l.finished_at, max(l.done_lsn) FROM webhook_ingest.jobs_legacy l
@@ -1676,9 +1678,6 @@ BEGIN
        AND l.finished_at >= keep_from
      GROUP BY l.finished_at
     ON CONFLICT (finished_at) DO UPDATE SET done_lsn = greatest(done_batches.done_lsn, EXCLUDED.done_lsn);
-    -- (into the partitions where they cover the job's time, else the overflow)
-    covered := ARRAY(SELECT tstzrange(p.lower_bound, p.upper_bound)
-                       FROM webhook_ingest._partitions('webhook_ingest.job_history') p);
     WITH moved AS (
         SELECT l.id, l.finished_at, l.created_at, l.started_at, s.id AS source_id, l.events,
                least(l.attempts, 32767) AS attempts, l.last_status, l.external_id,
