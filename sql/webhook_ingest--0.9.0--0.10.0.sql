@@ -1810,8 +1810,8 @@ $fn$;
  * truncated (its disk back at once).  One short transaction, the worker's.
  * A step that has to make partitions of job_history for those rows makes
  * them under an ACCESS EXCLUSIVE lock on job_history taken with NOWAIT (else
- * it moves nothing and returns 1: next round).  Returns the rows looked at
- * (0: nothing left).
+ * it moves nothing and returns 0: next round).  Returns the rows looked at
+ * (0: nothing left, or nothing moved now).
  */
 CREATE OR REPLACE FUNCTION webhook_ingest._move_legacy_jobs(n integer)
 RETURNS bigint
@@ -1852,7 +1852,8 @@ BEGIN
         BEGIN
             LOCK TABLE webhook_ingest.job_history IN ACCESS EXCLUSIVE MODE NOWAIT;
         EXCEPTION WHEN lock_not_available THEN
-            RETURN 1;   -- a reader or writer of the history: next round
+            RETURN 0;   -- a reader or writer of the history: next round (not behind: an app's open
+                        -- transaction may hold its lock for long, and rounds back to back would not help)
         END;
         PERFORM webhook_ingest._ensure_partitions('webhook_ingest.job_history', oldest, now());
         covered := ARRAY(SELECT tstzrange(p.lower_bound, p.upper_bound)
